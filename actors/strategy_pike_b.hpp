@@ -1,0 +1,78 @@
+#pragma once
+
+// PIKE-B, first version: a branching search seeded by a brainstorm and repaired by an error
+// fixer (see shared/research/PIKE.md §3).
+//
+//   facts ──> brainstorm ──> phase 0: one `optimize` per idea
+//                               │  each candidate: query ─> evaluate ─┬─ correct: keep
+//                               │                                     └─ failed: `fix` (≤ max_attempts)
+//                               v
+//             phase k: `improve` the fastest correct candidates of phase k-1
+//                      (the reference when phase k-1 found nothing correct)
+//                               v
+//             done when the phases are spent, the query budget refuses, or a stop arrives
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "messages/actors.hpp"
+
+namespace kiln {
+
+struct pike_b_settings {
+  int64_t max_ideas = 10;
+  int64_t phases = 30;
+  int64_t parents = 4;
+  int64_t parallel = 10;    ///< candidates in flight at once
+  int64_t max_attempts = 5; ///< error-fix rounds per candidate
+  int64_t query_limit = 0;  ///< for progress reports only; the supervisor enforces it
+  uint64_t seed = 1;
+  std::string brainstormer = "brainstormer";
+  std::string optimizer = "optimizer";
+  std::string error_fixer = "error_fixer";
+};
+
+struct strategy_pike_b_state {
+  static inline const char* name = "pike-b";
+
+  /// One candidate on its way: a query, then an evaluation, then maybe fixes.
+  struct work {
+    prompt_kind kind = prompt_kind::optimize;
+    std::string role;
+    std::string idea;
+    std::string code;     ///< parent code for improve/fix
+    verdict last;         ///< for fix
+    int64_t parent = -1;
+    int32_t attempt = 0;
+  };
+
+  task_spec task;
+  pike_b_settings cfg;
+  supervisor_actor supervisor;
+  dispatcher_actor dispatcher;
+  archive_actor archive;
+  runner_facts facts;
+
+  int32_t phase = -1;
+  int64_t next_seq = 1;
+  std::deque<work> queue;
+  int64_t in_flight = 0;
+  /// Correct candidates of the phase under way, and the parents chosen for the next one.
+  std::vector<candidate_record> phase_correct;
+  bool budget_spent = false;
+  bool stopping = false;
+  bool finished = false;
+  std::string stop_reason;
+
+  task_result result;
+  task_progress progress;
+};
+
+strategy_actor::behavior_type
+strategy_pike_b(strategy_actor::stateful_pointer<strategy_pike_b_state> self, task_spec task,
+                pike_b_settings cfg, supervisor_actor supervisor, dispatcher_actor dispatcher,
+                archive_actor archive);
+
+} // namespace kiln

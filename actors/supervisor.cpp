@@ -1,0 +1,405 @@
+#include "actors/supervisor.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "actors/agent.hpp"
+#include "actors/archive.hpp"
+#include "actors/dispatcher.hpp"
+#include "actors/evaluator.hpp"
+#include "actors/llm_gateway.hpp"
+#include "actors/strategy_pike_b.hpp"
+#include "config/defaults.hpp"
+#include "messages/error.hpp"
+
+namespace kiln {
+
+namespace {
+
+using self_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
+using clock = std::chrono::steady_clock;
+
+void finalize(self_ptr self);
+void start_tasks(self_ptr self);
+
+// -- workers ----------------------------------------------------------------------------------
+
+caf::actor spawn_worker(self_ptr self, const std::string& name);
+
+void install(self_ptr self, const std::string& name, caf::actor handle) {
+  auto& st = self->state;
+  auto& w = st.workers[name];
+  w.name = name;
+  if (w.handle)
+    st.worker_by_addr.erase(w.handle.address());
+  w.handle = handle;
+  st.worker_by_addr[handle.address()] = name;
+  self->monitor(handle);
+}
+
+caf::actor spawn_worker(self_ptr self, const std::string& name) {
+  auto& st = self->state;
+  auto& cfg = st.plan.cfg;
+  caf::actor handle;
+  if (name.rfind("llm:", 0) == 0) {
+    auto profile = cfg.llm.at(name.substr(4));
+    handle = caf::actor_cast<caf::actor>(self->spawn(llm_gateway, profile, st.archive));
+  } else if (name.rfind("agent:", 0) == 0) {
+    auto role = cfg.agents.at(name.substr(6));
+    auto gw = st.workers.at("llm:" + role.llm).handle;
+    auto it = st.plan.templates.find(role.name);
+    auto text = it == st.plan.templates.end() ? std::string{} : it->second;
+    handle = caf::actor_cast<caf::actor>(
+      self->spawn(agent, role, text, caf::actor_cast<llm_gateway_actor>(gw)));
+  } else if (name.rfind("evaluator:", 0) == 0) {
+    auto index = std::stoul(name.substr(10));
+    evaluator_actor ev;
+    if (st.plan.make_evaluator)
+      ev = st.plan.make_evaluator(self->home_system(), index);
+    else
+      ev = spawn_evaluator(self->home_system(), st.plan.evaluators.at(index), cfg.run.seed);
+    self->send(st.dispatcher, put_atom::value, static_cast<int32_t>(index), ev);
+    handle = caf::actor_cast<caf::actor>(ev);
+  }
+  install(self, name, handle);
+  return handle;
+}
+
+void forward_ask(self_ptr self, const std::string& role, agent_request req,
+                 caf::typed_response_promise<agent_reply> rp) {
+  auto handle = caf::actor_cast<agent_actor>(self->state.workers.at("agent:" + role).handle);
+  self->request(handle, defaults::request_timeout, ask_atom::value, std::move(req))
+    .then(
+      [self, rp](agent_reply& reply) mutable {
+        auto& t = self->state.totals;
+        ++t.queries;
+        t.input_tokens += reply.input_tokens;
+        t.output_tokens += reply.output_tokens;
+        t.cost_usd += reply.cost_usd;
+        rp.deliver(std::move(reply));
+      },
+      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+}
+
+/// After a gateway comes back, the roles that used it must talk to the new one.
+void respawn_dependents(self_ptr self, const std::string& profile) {
+  auto& st = self->state;
+  for (auto& [role, cfg] : st.plan.cfg.agents) {
+    if (cfg.llm != profile)
+      continue;
+    auto name = "agent:" + role;
+    auto old = st.workers[name].handle;
+    if (old) {
+      st.worker_by_addr.erase(old.address());
+      self->demonitor(old);
+      self->send_exit(old, caf::exit_reason::user_shutdown);
+    }
+    spawn_worker(self, name);
+  }
+}
+
+void restart(self_ptr self, const std::string& name) {
+  auto& st = self->state;
+  if (st.finishing)
+    return;
+  spdlog::warn("supervisor: restarting {}", name);
+  spawn_worker(self, name);
+  if (name.rfind("llm:", 0) == 0)
+    respawn_dependents(self, name.substr(4));
+  if (name.rfind("agent:", 0) == 0) {
+    auto role = name.substr(6);
+    auto held = std::move(st.waiting[role]);
+    st.waiting.erase(role);
+    for (auto& w : held)
+      forward_ask(self, role, std::move(w.req), w.promise);
+  }
+}
+
+void take_down(self_ptr self, std::string why) {
+  auto& st = self->state;
+  if (!st.fatal.empty())
+    return;
+  spdlog::error("supervisor: {}", why);
+  st.fatal = std::move(why);
+  self->send(self, stop_atom::value);
+}
+
+void on_worker_down(self_ptr self, const std::string& name, const caf::error& reason) {
+  auto& st = self->state;
+  auto& w = st.workers[name];
+  w.handle = nullptr;
+  if (st.finishing)
+    return;
+  auto now = clock::now();
+  if (w.restarts == 0 || now - w.window_start > defaults::restart_window) {
+    w.window_start = now;
+    w.restarts = 0;
+    w.backoff = defaults::restart_backoff_min;
+  } else {
+    w.backoff = std::min<std::chrono::milliseconds>(w.backoff * 2, defaults::restart_backoff_max);
+  }
+  ++w.restarts;
+  if (w.restarts > defaults::max_restarts) {
+    take_down(self, name + " crashed " + std::to_string(w.restarts) + " times within "
+                      + std::to_string(defaults::restart_window.count()) + " s; giving up");
+    return;
+  }
+  spdlog::warn("supervisor: {} went down ({}); restart in {} ms", name, caf::to_string(reason),
+               w.backoff.count());
+  self->delayed_send(self, w.backoff, restart_atom::value, name);
+}
+
+// -- budget -----------------------------------------------------------------------------------
+
+query_grant grant(self_ptr self, const std::string& task, const std::string& role) {
+  auto& st = self->state;
+  auto g = st.budget.take(task);
+  self->send(st.archive, put_atom::value,
+             budget_event{task, role, g.granted ? "grant" : "refuse", g.used, g.limit});
+  return g;
+}
+
+// -- tasks ------------------------------------------------------------------------------------
+
+pike_b_settings strategy_settings(const config& cfg) {
+  pike_b_settings s;
+  s.max_ideas = cfg.strategy.max_ideas;
+  s.phases = cfg.strategy.phases;
+  s.parents = cfg.strategy.parents;
+  s.parallel = cfg.strategy.parallel_candidates;
+  s.query_limit = cfg.budget.queries_per_task;
+  s.seed = cfg.run.seed;
+  s.brainstormer = cfg.strategy.brainstormer;
+  s.optimizer = cfg.strategy.optimizer;
+  s.error_fixer = cfg.strategy.error_fixer;
+  auto fixer = cfg.agents.find(s.error_fixer);
+  if (fixer != cfg.agents.end())
+    s.max_attempts = fixer->second.max_attempts;
+  return s;
+}
+
+void start_tasks(self_ptr self) {
+  auto& st = self->state;
+  auto limit = std::max<int64_t>(1, st.plan.cfg.run.parallel_tasks);
+  while (!st.stopping && !st.todo.empty() && static_cast<int64_t>(st.running.size()) < limit) {
+    auto& task = st.plan.tasks[st.todo.front()];
+    st.todo.pop_front();
+    auto handle = self->spawn(strategy_pike_b, task, strategy_settings(st.plan.cfg),
+                              caf::actor_cast<supervisor_actor>(self), st.dispatcher, st.archive);
+    self->monitor(handle);
+    st.strategy_by_addr[handle.address()] = task.name;
+    st.running[task.name] = handle;
+    spdlog::info("supervisor: started task {}", task.name);
+  }
+  if (st.running.empty() && (st.todo.empty() || st.stopping))
+    finalize(self);
+}
+
+void task_ended(self_ptr self, task_result r) {
+  auto& st = self->state;
+  r.queries = st.budget.used(r.task);
+  st.running.erase(r.task);
+  self->send(st.archive, put_atom::value, r);
+  if (st.plan.on_progress) {
+    auto p = st.progress[r.task];
+    p.task = r.task;
+    p.queries = r.queries;
+    p.query_limit = st.budget.per_task();
+    p.evaluations = r.evaluations;
+    p.correct = r.correct;
+    p.best_speedup = r.best_speedup;
+    st.plan.on_progress(p, true);
+  }
+  st.results[r.task] = std::move(r);
+  start_tasks(self);
+}
+
+run_summary make_summary(self_ptr self) {
+  auto& st = self->state;
+  run_summary s;
+  s.strategy = st.plan.cfg.strategy.kind;
+  s.interrupted = st.stopping;
+  s.llm = st.totals;
+  for (auto& t : st.plan.tasks) {
+    auto it = st.results.find(t.name);
+    if (it != st.results.end()) {
+      s.tasks.push_back(it->second);
+      continue;
+    }
+    task_result r;
+    r.task = t.name;
+    r.stop_reason = "not started";
+    s.tasks.push_back(std::move(r));
+  }
+  return s;
+}
+
+void shut_down_workers(self_ptr self) {
+  auto& st = self->state;
+  for (auto& [name, w] : st.workers)
+    if (w.handle)
+      self->send_exit(w.handle, caf::exit_reason::user_shutdown);
+  self->send_exit(st.dispatcher, caf::exit_reason::user_shutdown);
+}
+
+void finalize(self_ptr self) {
+  auto& st = self->state;
+  if (st.finishing)
+    return;
+  st.finishing = true;
+  for (auto& [name, held] : st.waiting)
+    for (auto& w : held)
+      w.promise.deliver(make_error(ec::stopped, "the run ended"));
+  st.waiting.clear();
+  shut_down_workers(self);
+  auto deliver = [self] {
+    auto& st = self->state;
+    if (!st.fatal.empty()) {
+      st.run_promise.deliver(make_error(ec::stopped, st.fatal));
+      return;
+    }
+    st.run_promise.deliver(make_summary(self));
+  };
+  self->request(st.archive, defaults::flush_timeout, flush_atom::value)
+    .then([deliver](ok_atom) { deliver(); },
+          [deliver](caf::error& err) {
+            spdlog::error("supervisor: archive flush failed: {}", render(err));
+            deliver();
+          });
+}
+
+} // namespace
+
+supervisor_actor::behavior_type
+supervisor(supervisor_actor::stateful_pointer<supervisor_state> self, run_plan plan,
+           archive_actor archive) {
+  auto& st = self->state;
+  st.plan = std::move(plan);
+  st.archive = std::move(archive);
+  st.budget = query_budget{st.plan.cfg.budget.queries_per_task};
+  self->monitor(st.archive);
+  auto slots = st.plan.make_evaluator ? std::max<size_t>(1, st.plan.evaluators.size())
+                                      : st.plan.evaluators.size();
+  st.dispatcher = self->spawn(dispatcher, slots);
+  self->monitor(st.dispatcher);
+  for (auto& [name, profile] : st.plan.cfg.llm)
+    spawn_worker(self, "llm:" + name);
+  for (auto& [name, role] : st.plan.cfg.agents)
+    spawn_worker(self, "agent:" + name);
+  for (size_t i = 0; i < slots; ++i)
+    spawn_worker(self, "evaluator:" + std::to_string(i));
+  for (size_t i = 0; i < st.plan.tasks.size(); ++i)
+    st.todo.push_back(i);
+
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    if (dm.source == st.archive.address() || dm.source == st.dispatcher.address()) {
+      if (!st.finishing)
+        take_down(self, std::string{dm.source == st.archive.address() ? "archive" : "dispatcher"}
+                          + " went down: " + caf::to_string(dm.reason));
+      return;
+    }
+    if (auto s = st.strategy_by_addr.find(dm.source); s != st.strategy_by_addr.end()) {
+      auto task = s->second;
+      st.strategy_by_addr.erase(s);
+      if (st.running.count(task)) {
+        // The strategy died without reporting: its task ends with what the archive has.
+        task_result r;
+        r.task = task;
+        r.stop_reason = "error: strategy went down: " + caf::to_string(dm.reason);
+        task_ended(self, std::move(r));
+      }
+      return;
+    }
+    if (auto w = st.worker_by_addr.find(dm.source); w != st.worker_by_addr.end()) {
+      auto name = w->second;
+      st.worker_by_addr.erase(w);
+      on_worker_down(self, name, dm.reason);
+    }
+  });
+
+  return {
+    [self](run_atom) -> caf::result<run_summary> {
+      auto& st = self->state;
+      if (st.started)
+        return make_error(ec::bad_config, "the run has already been started");
+      st.started = true;
+      st.run_promise = self->make_response_promise<run_summary>();
+      start_tasks(self);
+      return st.run_promise;
+    },
+    [self](ask_atom, const std::string& role,
+           agent_request& req) -> caf::result<agent_reply> {
+      auto& st = self->state;
+      if (st.stopping || st.finishing)
+        return make_error(ec::stopped, "the run is stopping");
+      auto w = st.workers.find("agent:" + role);
+      if (w == st.workers.end())
+        return make_error(ec::bad_config, "no agent role named " + role);
+      auto g = grant(self, req.task.name, role);
+      if (!g.granted)
+        return make_error(ec::budget_exhausted, req.task.name + " used " + std::to_string(g.used)
+                                                  + " of " + std::to_string(g.limit)
+                                                  + " queries");
+      auto rp = self->make_response_promise<agent_reply>();
+      if (!w->second.handle)
+        st.waiting[role].push_back({std::move(req), rp});
+      else
+        forward_ask(self, role, std::move(req), rp);
+      return rp;
+    },
+    [self](grant_atom, const std::string& task, const std::string& role) -> query_grant {
+      return grant(self, task, role);
+    },
+    [self](progress_atom, task_progress& p) {
+      auto& st = self->state;
+      p.queries = st.budget.used(p.task);
+      p.query_limit = st.budget.per_task();
+      st.progress[p.task] = p;
+      if (st.plan.on_progress)
+        st.plan.on_progress(p, false);
+    },
+    [self](done_atom, task_result& r) { task_ended(self, std::move(r)); },
+    [self](stop_atom) {
+      auto& st = self->state;
+      if (st.stopping)
+        return;
+      st.stopping = true;
+      spdlog::warn("supervisor: stopping: {} task(s) in flight finish what they started",
+                   st.running.size());
+      st.todo.clear();
+      for (auto& [task, handle] : st.running)
+        self->send(handle, stop_atom::value);
+      if (st.running.empty()) {
+        if (st.started)
+          finalize(self);
+        else if (!st.fatal.empty())
+          shut_down_workers(self);
+      }
+    },
+    [self](restart_atom, const std::string& name) { restart(self, name); },
+    [self](get_atom, const std::string& name) -> caf::result<caf::actor> {
+      auto& st = self->state;
+      auto w = st.workers.find(name);
+      if (w == st.workers.end() || !w->second.handle)
+        return make_error(ec::unavailable, "no running worker named " + name);
+      return w->second.handle;
+    },
+  };
+}
+
+supervisor_actor spawn_supervisor(caf::actor_system& sys, run_plan plan) {
+  for (auto& [name, profile] : plan.cfg.llm)
+    check_provider(profile);
+  for (auto& [name, role] : plan.cfg.agents)
+    if (auto text = load_role_template(role); !text.empty())
+      plan.templates[name] = std::move(text);
+  std::filesystem::create_directories(plan.cfg.run.out);
+  auto archive = spawn_archive(sys, (std::filesystem::path{plan.cfg.run.out} / "archive.sqlite").string());
+  return sys.spawn(supervisor, std::move(plan), std::move(archive));
+}
+
+} // namespace kiln

@@ -1,0 +1,100 @@
+#pragma once
+
+// The validated configuration of a run. `load_config` fills every field, taking unset keys
+// from `defaults.hpp`; nothing downstream re-reads the TOML.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config/defaults.hpp"
+
+namespace kiln {
+
+struct run_config {
+  std::vector<std::string> tasks;  ///< task files or folders, resolved against the config's dir
+  std::string out = defaults::out_dir;
+  uint64_t seed = defaults::seed;
+  int64_t parallel_tasks = defaults::parallel_tasks;
+  std::string log_level = defaults::log_level;
+};
+
+struct budget_config {
+  int64_t queries_per_task = defaults::queries_per_task;
+  double usd_total = defaults::usd_total;
+  double usd_per_task = defaults::usd_per_task;
+};
+
+struct evaluator_config {
+  /// `auto`, `cpu`, or explicit devices such as `cuda:0`.
+  std::vector<std::string> devices = {defaults::devices};
+  std::string python = defaults::python;
+  double timeout_s = defaults::timeout_s;
+  int64_t trials = defaults::trials;
+  double atol = defaults::atol;
+  double rtol = defaults::rtol;
+  int64_t cpu_threads = defaults::cpu_threads;
+  int64_t warmup_calls = defaults::warmup_calls;
+  int64_t min_samples = defaults::min_samples;
+  int64_t max_samples = defaults::max_samples;
+  double max_timing_s = defaults::max_timing_s;
+  double target_ci = defaults::target_ci;
+  std::string mode = defaults::mode;
+};
+
+struct llm_profile_config {
+  std::string name;
+  std::string provider;  ///< rules | openai | anthropic | gemini | replay
+  std::string base_url;
+  std::string model;
+  std::string api_key_env;
+  std::string system_prompt;
+  double temperature = defaults::temperature;
+  int64_t max_tokens = defaults::max_tokens;
+  double timeout_s = defaults::llm_timeout_s;
+};
+
+struct agent_config {
+  std::string name;
+  std::string llm;       ///< the profile it queries
+  std::string template_path; ///< empty: the built-in template of its prompt kinds
+  int64_t max_attempts = defaults::max_attempts;
+};
+
+struct strategy_config {
+  std::string kind = defaults::strategy;
+  int64_t max_ideas = defaults::max_ideas;
+  int64_t phases = defaults::phases;
+  int64_t parents = defaults::parents;
+  int64_t parallel_candidates = defaults::parallel_candidates;
+  /// Role names the strategy uses.
+  std::string brainstormer = "brainstormer";
+  std::string optimizer = "optimizer";
+  std::string error_fixer = "error_fixer";
+};
+
+struct config {
+  std::string path;  ///< the file it came from, empty for built-in defaults
+  run_config run;
+  budget_config budget;
+  evaluator_config evaluator;
+  std::map<std::string, llm_profile_config> llm;
+  std::map<std::string, agent_config> agents;
+  strategy_config strategy;
+};
+
+/// A configuration problem, already rendered as `file:line:column: what`.
+struct config_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Reads and validates a TOML file; throws `config_error` naming the place of the first problem.
+config load_config(const std::string& path);
+
+/// Parses TOML text; `origin` names it in errors.
+config parse_config(const std::string& text, const std::string& origin);
+
+} // namespace kiln

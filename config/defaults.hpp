@@ -1,0 +1,67 @@
+#pragma once
+
+// Every default of kiln, defined once. The reference preset `config/reference.toml` documents
+// each key; the loader takes its defaults from here.
+
+#include <chrono>
+#include <cstdint>
+
+namespace kiln::defaults {
+
+// [run]
+inline constexpr const char* out_dir = "runs/latest";
+inline constexpr uint64_t seed = 1;
+/// Tasks searched at the same time.
+inline constexpr int64_t parallel_tasks = 4;
+inline constexpr const char* log_level = "info";
+
+// [budget]
+inline constexpr int64_t queries_per_task = 40;
+inline constexpr double usd_total = 0;     // 0 = no dollar cap
+inline constexpr double usd_per_task = 0;  // 0 = no dollar cap
+
+// [evaluator]
+inline constexpr const char* devices = "auto";
+/// Empty: the first of `python3` on PATH and `/usr/bin/python3` that imports torch.
+inline constexpr const char* python = "";
+inline constexpr double timeout_s = 300;
+inline constexpr int64_t trials = 3;
+inline constexpr double atol = 1e-2;
+inline constexpr double rtol = 1e-2;
+/// Torch threads of every CPU runner, reference and candidate alike (0 = all cores).
+inline constexpr int64_t cpu_threads = 0;
+/// Timing: warm-up calls, then samples until the median's CI is within `target_ci` or the cap.
+inline constexpr int64_t warmup_calls = 3;
+inline constexpr int64_t min_samples = 10;
+inline constexpr int64_t max_samples = 400;
+inline constexpr double max_timing_s = 2.0;
+inline constexpr double target_ci = 0.01;
+/// `kiln` or `pike` (one trial, seeds 0 and 1, mean timing), see DESIGN.md.
+inline constexpr const char* mode = "kiln";
+
+// [llm.<name>]
+inline constexpr double temperature = 0.8;
+inline constexpr int64_t max_tokens = 32000;
+inline constexpr double llm_timeout_s = 600;
+
+// [agents.<name>]
+inline constexpr int64_t max_attempts = 5;
+
+// [strategy]
+inline constexpr const char* strategy = "pike-b";
+inline constexpr int64_t max_ideas = 10;
+inline constexpr int64_t phases = 30;
+inline constexpr int64_t parents = 4;
+/// In-flight candidates per task (LLM queries plus evaluations).
+inline constexpr int64_t parallel_candidates = 10;
+
+// Actor plumbing.
+inline constexpr auto request_timeout = std::chrono::seconds(3600);
+inline constexpr auto flush_timeout = std::chrono::seconds(60);
+inline constexpr auto restart_backoff_min = std::chrono::milliseconds(100);
+inline constexpr auto restart_backoff_max = std::chrono::seconds(30);
+/// A worker that crashes more often than this within `restart_window` takes the run down.
+inline constexpr int64_t max_restarts = 5;
+inline constexpr auto restart_window = std::chrono::seconds(60);
+
+} // namespace kiln::defaults

@@ -1,0 +1,527 @@
+#include "gpu/process.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+// How a child runs (see process.hpp for the contract):
+//
+//   parent: resolve argv[0] on PATH, open the files, build argv/envp arrays   (may allocate)
+//   fork
+//   child:  signals to default, setpgid, PDEATHSIG, stdio, chdir, rlimits,
+//           close every other fd, execve                    (async-signal-safe calls only)
+//           on failure: write {stage, errno} to a CLOEXEC pipe and _exit
+//   parent: read the pipe: EOF means execve succeeded, a record means it failed;
+//           wait on a pidfd (or poll waitid) until exit or timeout;
+//           timeout: SIGTERM to the group, grace, then SIGKILL to the group;
+//           always SIGKILL the group before reaping the leader, then wait for stragglers.
+//
+// Everything lives on the caller's stack, so concurrent calls from several threads are safe.
+
+namespace kiln {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::string errno_text(int err) {
+  char buf[256];
+  // GNU strerror_r (g++ defines _GNU_SOURCE): unlike strerror it is safe across threads.
+  return strerror_r(err, buf, sizeof buf);
+}
+
+/// Owns a file descriptor.
+class unique_fd {
+public:
+  explicit unique_fd(int fd = -1) : fd_(fd) {
+  }
+  ~unique_fd() {
+    reset();
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  unique_fd(unique_fd&& other) noexcept : fd_(other.release()) {
+  }
+  unique_fd& operator=(unique_fd&& other) noexcept {
+    if (this != &other)
+      reset(other.release());
+    return *this;
+  }
+  int get() const {
+    return fd_;
+  }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1) {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = fd;
+  }
+
+private:
+  int fd_;
+};
+
+// Descriptors we hand to the child must not be 0, 1 or 2 (possible when the daemon closed its
+// stdio), or the child's dup2 onto the standard descriptors would clobber them.
+int raise_fd(int fd) {
+  if (fd < 0 || fd > 2)
+    return fd;
+  int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  int saved = errno;
+  ::close(fd);
+  errno = saved;
+  return high;
+}
+
+// O_CLOEXEC always: children that other threads fork at the same moment must not keep our files.
+unique_fd open_high(const std::string& path, int flags) {
+  return unique_fd(raise_fd(::open(path.c_str(), flags | O_CLOEXEC, 0644)));
+}
+
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::string current_dir() {
+  std::string buf(PATH_MAX, '\0');
+  if (::getcwd(buf.data(), buf.size()) == nullptr)
+    return ".";
+  buf.resize(std::strlen(buf.c_str()));
+  return buf;
+}
+
+// The child may chdir before execve, so a relative program path is made absolute against the
+// parent's directory, and a bare name is looked up on the parent's PATH (the child's environment
+// is the caller's business and need not have one).
+std::optional<std::string> resolve_program(const std::string& name, std::string& error) {
+  if (name.empty()) {
+    error = "empty program name";
+    return std::nullopt;
+  }
+  if (name.find('/') != std::string::npos)
+    return name.front() == '/' ? name : current_dir() + "/" + name;
+  const char* env_path = ::getenv("PATH");
+  std::string path = env_path != nullptr ? env_path : "/usr/local/bin:/usr/bin:/bin";
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    size_t end = path.find(':', begin);
+    if (end == std::string::npos)
+      end = path.size();
+    std::string dir = path.substr(begin, end - begin);
+    if (dir.empty())
+      dir = ".";  // an empty PATH entry means the current directory
+    std::string candidate = dir + "/" + name;
+    if (is_executable_file(candidate))
+      return candidate.front() == '/' ? candidate : current_dir() + "/" + candidate;
+    begin = end + 1;
+  }
+  error = "cannot start '" + name + "': not found on PATH (" + path + ")";
+  return std::nullopt;
+}
+
+/// The steps of the child before execve; one of them travels back through the report pipe.
+enum class child_stage : int {
+  process_group = 1,
+  stdio,
+  chdir,
+  limits,
+  exec,
+};
+
+const char* describe(child_stage stage) {
+  switch (stage) {
+    case child_stage::process_group:
+      return "setpgid";
+    case child_stage::stdio:
+      return "redirecting stdin/stdout/stderr";
+    case child_stage::chdir:
+      return "chdir";
+    case child_stage::limits:
+      return "setrlimit";
+    case child_stage::exec:
+      return "execve";
+  }
+  return "starting";
+}
+
+struct child_report {
+  int stage = 0;
+  int error = 0;
+};
+
+/// Everything the child needs, prepared before fork: after fork only async-signal-safe calls
+/// are allowed (another thread may have held the malloc lock at the moment of fork).
+struct child_plan {
+  const char* path = nullptr;
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  const char* cwd = nullptr;
+  int in_fd = -1;
+  int out_fd = -1;
+  int err_fd = -1;
+  int report_fd = -1;
+  pid_t parent = 0;
+  bool limit_memory = false;
+  struct rlimit memory {};
+  int max_fd = 1024;
+};
+
+[[noreturn]] void child_fail(const child_plan& plan, child_stage stage) {
+  child_report report{static_cast<int>(stage), errno};
+  ssize_t ignored = ::write(plan.report_fd, &report, sizeof report);
+  (void)ignored;
+  ::_exit(127);
+}
+
+void close_range_from(unsigned first, unsigned last, int max_fd) {
+  if (first > last)
+    return;
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, first, last, 0) == 0)
+    return;
+#endif
+  // Kernels before 5.9: close one by one up to the limit measured before fork.
+  for (unsigned fd = first; fd <= last && fd < static_cast<unsigned>(max_fd); ++fd)
+    ::close(static_cast<int>(fd));
+}
+
+[[noreturn]] void child_main(const child_plan& plan) {
+  // Ignored signals and the blocked mask survive execve; the daemon's choices (SIGPIPE ignored,
+  // signals blocked in worker threads) must not leak into the runner, or SIGTERM might not land.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig = 1; sig < NSIG; ++sig)
+    ::sigaction(sig, &dfl, nullptr);  // fails harmlessly for SIGKILL, SIGSTOP, libc-internal ones
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  if (::setpgid(0, 0) != 0)
+    child_fail(plan, child_stage::process_group);
+  // Dies with the thread that forked it; run_process blocks that thread until the child is
+  // gone, so this means "dies with the daemon". If the parent died before prctl, nobody would
+  // send the signal: check right after.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != plan.parent)
+    ::_exit(127);
+
+  if (::dup2(plan.in_fd, 0) < 0 || ::dup2(plan.out_fd, 1) < 0 || ::dup2(plan.err_fd, 2) < 0)
+    child_fail(plan, child_stage::stdio);
+  if (plan.cwd != nullptr && ::chdir(plan.cwd) != 0)
+    child_fail(plan, child_stage::chdir);
+  struct rlimit no_core {};
+  if (::setrlimit(RLIMIT_CORE, &no_core) != 0)
+    child_fail(plan, child_stage::limits);
+  if (plan.limit_memory && ::setrlimit(RLIMIT_AS, &plan.memory) != 0)
+    child_fail(plan, child_stage::limits);
+
+  // Descriptors inherited from other threads of the daemon (sockets, other children's pipes)
+  // must not leak; only the report pipe stays until execve closes it (CLOEXEC).
+  auto report = static_cast<unsigned>(plan.report_fd);
+  close_range_from(3, report - 1, plan.max_fd);
+  close_range_from(report + 1, ~0U, plan.max_fd);
+
+  ::execve(plan.path, plan.argv, plan.envp);
+  child_fail(plan, child_stage::exec);
+}
+
+/// Waits until the leader has exited, without reaping it (so its pid, which is also the group
+/// id, cannot be reused while we still signal the group). Returns false at the deadline.
+bool wait_exited(pid_t pid, int pidfd, std::optional<clock_type::time_point> deadline) {
+  long nap_ns = 1'000'000;
+  for (;;) {
+    siginfo_t info{};
+    int rc = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (rc == 0 && info.si_pid == pid)
+      return true;
+    if (rc != 0 && errno == ECHILD)
+      return true;  // already reaped behind our back (SIGCHLD set to SIG_IGN): it is gone
+    int wait_ms = -1;
+    if (deadline) {
+      auto left = *deadline - clock_type::now();
+      if (left <= clock_type::duration::zero())
+        return false;
+      double ms = std::ceil(std::chrono::duration<double, std::milli>(left).count());
+      wait_ms = static_cast<int>(std::min(ms, static_cast<double>(INT_MAX)));
+    }
+    if (pidfd >= 0) {
+      // The pidfd becomes readable when the process exits: no polling loop, no wakeups.
+      pollfd pfd{pidfd, POLLIN, 0};
+      ::poll(&pfd, 1, wait_ms);  // EINTR or a wakeup: check again above
+      continue;
+    }
+    long ns = nap_ns;
+    if (wait_ms >= 0)
+      ns = std::min<long>(ns, static_cast<long>(wait_ms) * 1'000'000);
+    timespec ts{0, ns};
+    ::nanosleep(&ts, nullptr);
+    nap_ns = std::min<long>(nap_ns * 2, 20'000'000);
+  }
+}
+
+// A member of the group that has not exited yet (zombies are harmless: they hold no resources
+// and init reaps them).
+bool group_has_live_member(pid_t pgid) {
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr)
+    return false;
+  bool found = false;
+  while (dirent* entry = ::readdir(proc)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9')
+      continue;
+    std::string stat_path = std::string("/proc/") + entry->d_name + "/stat";
+    int fd = ::open(stat_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      continue;
+    char buf[512];
+    ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0)
+      continue;
+    buf[n] = '\0';
+    // Format: pid (comm) state ppid pgrp ...; comm may contain anything, so parse after the
+    // last ')'.
+    const char* close_paren = std::strrchr(buf, ')');
+    if (close_paren == nullptr)
+      continue;
+    char state = 0;
+    int ppid = 0;
+    int pgrp = 0;
+    if (std::sscanf(close_paren + 1, " %c %d %d", &state, &ppid, &pgrp) != 3)
+      continue;
+    if (pgrp == pgid && state != 'Z' && state != 'X') {
+      found = true;
+      break;
+    }
+  }
+  ::closedir(proc);
+  return found;
+}
+
+// SIGKILL is delivered asynchronously and the grandchildren belong to init, so they cannot be
+// reaped here: wait (bounded) until none of them is still running.
+void wait_group_gone(pid_t pgid) {
+  if (::kill(-pgid, 0) != 0)
+    return;  // ESRCH: nothing left, the usual case
+  auto deadline = clock_type::now() + std::chrono::seconds(2);
+  while (group_has_live_member(pgid) && clock_type::now() < deadline) {
+    ::kill(-pgid, SIGKILL);
+    timespec ts{0, 2'000'000};
+    ::nanosleep(&ts, nullptr);
+  }
+}
+
+clock_type::time_point after(clock_type::time_point start, double seconds) {
+  // Clamped so that absurd values do not overflow the clock's representation.
+  double s = std::clamp(seconds, 0.0, 1e9);
+  return start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(s));
+}
+
+} // namespace
+
+process_result run_process(const process_options& opts) {
+  process_result res;
+  auto start = clock_type::now();
+  auto finish = [&]() -> process_result {
+    res.wall_ms = std::chrono::duration<double, std::milli>(clock_type::now() - start).count();
+    return res;
+  };
+
+  if (opts.argv.empty()) {
+    res.error = "cannot start a process without argv";
+    return finish();
+  }
+  const std::string& name = opts.argv.front();
+  auto path = resolve_program(name, res.error);
+  if (!path)
+    return finish();
+
+  std::vector<char*> argv;
+  argv.reserve(opts.argv.size() + 1);
+  for (const auto& arg : opts.argv)
+    argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  envp.reserve(opts.env.size() + 1);
+  for (const auto& var : opts.env)
+    envp.push_back(const_cast<char*>(var.c_str()));
+  envp.push_back(nullptr);
+
+  auto open_output = [&](const std::string& file, const char* what, unique_fd& fd) {
+    fd = file.empty() ? open_high("/dev/null", O_WRONLY)
+                      : open_high(file, O_WRONLY | O_CREAT | O_TRUNC);
+    if (fd.get() < 0)
+      res.error = "cannot open " + std::string(what) + " file '" + file + "': " + errno_text(errno);
+    return fd.get() >= 0;
+  };
+  unique_fd in_fd = open_high("/dev/null", O_RDONLY);
+  if (in_fd.get() < 0) {
+    res.error = "cannot open /dev/null: " + errno_text(errno);
+    return finish();
+  }
+  unique_fd out_fd;
+  unique_fd err_fd;
+  if (!open_output(opts.stdout_path, "stdout", out_fd))
+    return finish();
+  // One file for both streams: share the descriptor, or the two truncated opens would
+  // overwrite each other from offset 0.
+  bool shared_output = !opts.stdout_path.empty() && opts.stderr_path == opts.stdout_path;
+  if (!shared_output && !open_output(opts.stderr_path, "stderr", err_fd))
+    return finish();
+
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    res.error = "cannot start '" + name + "': pipe: " + errno_text(errno);
+    return finish();
+  }
+  unique_fd report_read(raise_fd(pipe_fds[0]));
+  unique_fd report_write(raise_fd(pipe_fds[1]));
+  if (report_read.get() < 0 || report_write.get() < 0) {
+    res.error = "cannot start '" + name + "': pipe: " + errno_text(errno);
+    return finish();
+  }
+
+  child_plan plan;
+  plan.path = path->c_str();
+  plan.argv = argv.data();
+  plan.envp = envp.data();
+  plan.cwd = opts.cwd.empty() ? nullptr : opts.cwd.c_str();
+  plan.in_fd = in_fd.get();
+  plan.out_fd = out_fd.get();
+  plan.err_fd = shared_output ? out_fd.get() : err_fd.get();
+  plan.report_fd = report_write.get();
+  plan.parent = ::getpid();
+  if (opts.memory_limit_bytes > 0) {
+    struct rlimit current {};
+    ::getrlimit(RLIMIT_AS, &current);
+    auto wanted = static_cast<rlim_t>(opts.memory_limit_bytes);
+    plan.limit_memory = true;
+    plan.memory.rlim_max = current.rlim_max;
+    plan.memory.rlim_cur = current.rlim_max == RLIM_INFINITY ? wanted
+                                                              : std::min(wanted, current.rlim_max);
+  }
+  long open_max = ::sysconf(_SC_OPEN_MAX);
+  plan.max_fd = static_cast<int>(std::clamp<long>(open_max, 1024, 65536));
+
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    res.error = "cannot start '" + name + "': fork: " + errno_text(errno);
+    return finish();
+  }
+  if (pid == 0)
+    child_main(plan);
+
+  report_write.reset();
+  child_report report;
+  size_t got = 0;
+  while (got < sizeof report) {
+    ssize_t n = ::read(report_read.get(), reinterpret_cast<char*>(&report) + got,
+                       sizeof report - got);
+    if (n > 0)
+      got += static_cast<size_t>(n);
+    else if (n == 0 || errno != EINTR)
+      break;
+  }
+  if (got == sizeof report) {
+    // The child failed before execve and has _exit-ed (or is about to): reap it.
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    res.error = "cannot start '" + name + "'";
+    if (*path != name)
+      res.error += " (" + *path + ")";
+    res.error += ": " + std::string(describe(static_cast<child_stage>(report.stage)));
+    if (report.stage == static_cast<int>(child_stage::chdir))
+      res.error += " '" + opts.cwd + "'";
+    res.error += ": " + errno_text(report.error);
+    return finish();
+  }
+  res.started = true;
+
+  // execve succeeded, so the child is its own group leader by now: the group id is its pid.
+  unique_fd pidfd;
+#ifdef SYS_pidfd_open
+  pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+#endif
+  std::optional<clock_type::time_point> deadline;
+  if (opts.timeout_s > 0)
+    deadline = after(start, opts.timeout_s);
+  if (!wait_exited(pid, pidfd.get(), deadline)) {
+    res.timed_out = true;
+    ::kill(-pid, SIGTERM);
+    wait_exited(pid, pidfd.get(), after(clock_type::now(), opts.kill_grace_s));
+  }
+  // Whether the leader exited by itself or not, nothing of its group may outlive the call. The
+  // leader is still unreaped here, which keeps the group id from being reused by someone else.
+  ::kill(-pid, SIGKILL);
+  int status = 0;
+  pid_t reaped;
+  while ((reaped = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+  }
+  if (reaped == pid) {
+    if (WIFEXITED(status))
+      res.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+      res.signal = WTERMSIG(status);
+  } else {
+    res.error = "exit status lost: " + errno_text(errno);
+  }
+  wait_group_gone(pid);
+  return finish();
+}
+
+std::string tail_of_file(const std::string& path, size_t max_bytes) {
+  unique_fd fd = open_high(path, O_RDONLY);
+  if (fd.get() < 0 || max_bytes == 0)
+    return {};
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0)
+    return {};
+  auto size = static_cast<size_t>(std::max<off_t>(st.st_size, 0));
+  size_t offset = size > max_bytes ? size - max_bytes : 0;
+  std::string out(std::min(size, max_bytes), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::pread(fd.get(), out.data() + got, out.size() - got,
+                        static_cast<off_t>(offset + got));
+    if (n > 0)
+      got += static_cast<size_t>(n);
+    else if (n == 0 || errno != EINTR)
+      break;
+  }
+  out.resize(got);
+  // Cut mid-file: start at a whole UTF-8 character (continuation bytes are 10xxxxxx; a
+  // character has at most three of them).
+  if (offset > 0) {
+    size_t skip = 0;
+    while (skip < 3 && skip < out.size() && (static_cast<unsigned char>(out[skip]) & 0xC0) == 0x80)
+      ++skip;
+    out.erase(0, skip);
+  }
+  return out;
+}
+
+} // namespace kiln

@@ -1,0 +1,22 @@
+# Expected verdict: rejected ("candidate mutated its inputs"). Returns the right answer but
+# writes into its input first, which a caller would never expect.
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, hidden_sizes, out_features):
+        super().__init__()
+        layers = []
+        width = in_features
+        for h in hidden_sizes:
+            layers.append(nn.Linear(width, h))
+            layers.append(nn.ReLU())
+            width = h
+        layers.append(nn.Linear(width, out_features))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        y = self.net(x)
+        x.zero_()
+        return y

@@ -1,0 +1,11 @@
+# Expected verdict: compile_error ("no class ModelNew"). Imports fine but names its class Model.
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, hidden_sizes, out_features):
+        super().__init__()
+        self.proj = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return self.proj(x)

@@ -1,0 +1,116 @@
+#include <algorithm>
+#include <random>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/evaluator.hpp"
+#include "gpu/devices.hpp"
+#include "gpu/evaluate.hpp"
+#include "gpu/python.hpp"
+#include "tools/cli.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kiln::cli {
+
+namespace {
+
+std::string num(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+std::string verdict_json(const verdict& v) {
+  auto max_of = [](const std::vector<double>& xs) {
+    return xs.empty() ? 0.0 : *std::max_element(xs.begin(), xs.end());
+  };
+  auto list = [](const std::vector<double>& xs) {
+    std::string s = "[";
+    for (size_t i = 0; i < xs.size(); ++i)
+      s += (i ? ", " : "") + num(xs[i]);
+    return s + "]";
+  };
+  bool ok = v.status == verdict_status::correct;
+  std::ostringstream js;
+  js << "{\"status\": \"" << to_string(v.status) << "\", \"reason\": \""
+     << json_escape(v.reason) << "\", "
+     << "\"speedup\": " << (ok ? num(v.speedup) : "null") << ", "
+     << "\"runtime_ms\": " << (ok ? num(v.candidate.median_ms) : "null") << ", "
+     << "\"reference_ms\": " << (v.reference.n > 0 ? num(v.reference.median_ms) : "null") << ", "
+     << "\"max_abs_diff\": " << (v.max_abs_diff.empty() ? "null" : num(max_of(v.max_abs_diff)))
+     << ", \"max_abs_diffs\": " << list(v.max_abs_diff)
+     << ", \"max_rel_diffs\": " << list(v.max_rel_diff);
+  if (ok)
+    js << ", \"runtime\": {\"median_ms\": " << num(v.candidate.median_ms)
+       << ", \"p10_ms\": " << num(v.candidate.p10_ms) << ", \"p90_ms\": "
+       << num(v.candidate.p90_ms) << ", \"n\": " << v.candidate.n << "}"
+       << ", \"reference\": {\"median_ms\": " << num(v.reference.median_ms)
+       << ", \"p10_ms\": " << num(v.reference.p10_ms) << ", \"p90_ms\": "
+       << num(v.reference.p90_ms) << ", \"n\": " << v.reference.n << "}";
+  js << ", \"device\": \"" << json_escape(v.device) << "\", \"wall_ms\": " << num(v.wall_ms)
+     << ", \"stdout_tail\": \"" << json_escape(v.stdout_tail) << "\", \"stderr_tail\": \""
+     << json_escape(v.stderr_tail) << "\"}";
+  return js.str();
+}
+
+std::string slurp(const std::string& path, const char* what) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in)
+    throw std::runtime_error("cannot read " + std::string{what} + " " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+} // namespace
+
+int eval(const eval_args& args) {
+  eval_settings s;
+  eval_job job;
+  try {
+    if (!args.config.empty())
+      s.cfg = load_config(args.config).evaluator;
+    auto tasks = find_tasks({args.task});
+    job.task = tasks.front();
+    job.code = slurp(args.candidate, "candidate");
+    job.candidate_id = job.task.name + "#" + fs::path{args.candidate}.stem().string();
+    job.timeout_s = args.timeout_s;
+    s.device = select_devices({args.device}).front().id;
+    s.python = find_python(s.cfg.python);
+  } catch (const std::exception& e) {
+    std::cerr << "kiln: " << e.what() << "\n";
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::warn);
+  auto scratch = fs::temp_directory_path() / ("kiln-eval-" + std::to_string(::getpid()));
+  s.work_dir = scratch.string();
+  verdict v;
+  {
+    evaluation_engine engine{s};
+    v = engine.evaluate(job, std::random_device{}());
+  }
+  std::error_code ignored;
+  fs::remove_all(scratch, ignored);
+  if (args.json) {
+    std::cout << verdict_json(v) << "\n";
+    return 0;
+  }
+  std::cout << job.task.name << ": " << to_string(v.status);
+  if (v.status == verdict_status::correct)
+    std::printf(" speedup %.3fx (candidate %.4f ms, reference %.4f ms, n=%d)",
+                v.speedup, v.candidate.median_ms, v.reference.median_ms, v.candidate.n);
+  std::cout << std::flush;
+  std::printf("\n  %s\n", v.reason.c_str());
+  if (v.status != verdict_status::correct && !v.stderr_tail.empty())
+    std::printf("  stderr (tail):\n%s\n", v.stderr_tail.c_str());
+  return 0;
+}
+
+} // namespace kiln::cli

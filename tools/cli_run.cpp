@@ -1,0 +1,173 @@
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <pthread.h>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/supervisor.hpp"
+#include "config/defaults.hpp"
+#include "gpu/devices.hpp"
+#include "gpu/python.hpp"
+#include "messages/error.hpp"
+#include "messages/register.hpp"
+#include "tools/cli.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kiln::cli {
+
+namespace {
+
+/// `kiln.log` in the run directory gets everything at the configured level; the terminal
+/// only warnings, so that progress lines stay readable.
+void setup_logging(const std::string& dir, const std::string& level) {
+  auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>((fs::path{dir} / "kiln.log").string());
+  auto term = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  term->set_level(spdlog::level::warn);
+  auto logger = std::make_shared<spdlog::logger>("kiln", spdlog::sinks_init_list{file, term});
+  logger->set_level(spdlog::level::from_str(level));
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+/// Turns SIGINT/SIGTERM into a clean stop of the supervisor; a second signal ends the
+/// process at once (runners die with it, the archive is consistent after every event).
+class signal_watch {
+public:
+  /// Blocks the signals in the calling thread; call before any other thread exists so that
+  /// every thread inherits the mask and only the watcher receives them.
+  static sigset_t block() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    return set;
+  }
+
+  explicit signal_watch(std::function<void()> on_signal) {
+    auto set = block();
+    thread_ = std::thread([set, on_signal] {
+      int seen = 0;
+      for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig) != 0 || sig == SIGUSR1)
+          return;
+        if (++seen > 1) {
+          std::fprintf(stderr, "kiln: second signal, exiting now\n");
+          std::_Exit(130);
+        }
+        std::fprintf(stderr, "kiln: stopping (in-flight work finishes; signal again to quit)\n");
+        on_signal();
+      }
+    });
+  }
+  ~signal_watch() {
+    pthread_kill(thread_.native_handle(), SIGUSR1);
+    thread_.join();
+  }
+
+private:
+  std::thread thread_;
+};
+
+void print_progress(const task_progress& p, bool ended) {
+  static std::mutex mx;
+  std::lock_guard<std::mutex> guard{mx};
+  auto what = ended ? std::string{"done"} : "phase " + std::to_string(p.phase);
+  std::fprintf(stderr, "kiln: %-24s %-8s queries %lld/%lld  evals %lld (%lld correct)  best %.3fx\n",
+               p.task.c_str(), what.c_str(), static_cast<long long>(p.queries),
+               static_cast<long long>(p.query_limit), static_cast<long long>(p.evaluations),
+               static_cast<long long>(p.correct), p.best_speedup);
+}
+
+} // namespace
+
+int run(const run_args& args) {
+  run_plan plan;
+  try {
+    plan.cfg = load_config(args.config);
+    if (!args.tasks.empty())
+      plan.cfg.run.tasks = args.tasks;
+    if (!args.out.empty())
+      plan.cfg.run.out = args.out;
+    if (plan.cfg.run.tasks.empty())
+      throw config_error(args.config + ": [run] tasks is empty and no --tasks given");
+    if (plan.cfg.strategy.kind != "pike-b")
+      throw config_error(args.config + ": [strategy] kind '" + plan.cfg.strategy.kind
+                         + "' is not available in this build yet; use \"pike-b\"");
+    plan.tasks = find_tasks(plan.cfg.run.tasks);
+    auto python = find_python(plan.cfg.evaluator.python);
+    auto devices = select_devices(plan.cfg.evaluator.devices);
+    auto work = fs::path{plan.cfg.run.out} / ".kiln";
+    for (auto& d : devices) {
+      eval_settings s;
+      s.python = python;
+      s.device = d.id;
+      s.cfg = plan.cfg.evaluator;
+      s.work_dir = (work / ("work-" + d.id)).string();
+      plan.evaluators.push_back(std::move(s));
+    }
+    fs::create_directories(plan.cfg.run.out);
+  } catch (const std::exception& e) {
+    std::cerr << "kiln: " << e.what() << "\n";
+    return 2;
+  }
+  auto out = plan.cfg.run.out;
+  setup_logging(out, plan.cfg.run.log_level);
+  spdlog::info("kiln {}: run of {} task(s) into {}", KILN_VERSION, plan.tasks.size(), out);
+  auto query_limit = plan.cfg.budget.queries_per_task;
+  plan.on_progress = print_progress;
+
+  signal_watch::block();
+  caf::actor_system_config cfg;
+  add_message_types(cfg);
+  cfg.set("scheduler.max-threads", std::max(2u, std::thread::hardware_concurrency()));
+  cfg.load<caf::io::middleman>();
+  int code = 0;
+  {
+    caf::actor_system sys{cfg};
+    supervisor_actor sup;
+    try {
+      sup = spawn_supervisor(sys, std::move(plan));
+    } catch (const std::exception& e) {
+      std::cerr << "kiln: " << e.what() << "\n";
+      return 2;
+    }
+    signal_watch watch{[sup] { caf::anon_send(sup, stop_atom::value); }};
+    caf::scoped_actor self{sys};
+    // A run lasts as long as its budgets allow; the supervisor enforces those, not this wait.
+    self->request(sup, std::chrono::hours(24 * 365), run_atom::value)
+      .receive(
+        [&](run_summary& s) {
+          try {
+            write_run_outputs(out, s);
+          } catch (const std::exception& e) {
+            std::cerr << "kiln: " << e.what() << "\n";
+            code = 1;
+          }
+          std::cout << render_table(s, query_limit, out) << std::flush;
+          if (s.interrupted && code == 0)
+            code = 130;
+        },
+        [&](caf::error& err) {
+          std::cerr << "kiln: run failed: " << render(err) << "\n";
+          code = 1;
+        });
+    self->send_exit(sup, caf::exit_reason::user_shutdown);
+  }
+  spdlog::info("kiln: run ended with exit code {}", code);
+  spdlog::shutdown();
+  return code;
+}
+
+} // namespace kiln::cli

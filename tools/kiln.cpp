@@ -1,0 +1,47 @@
+// The kiln program: subcommands over the actors library.
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/cli.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: LLM agents make PyTorch inference faster; every proposal is measured"};
+  app.require_subcommand(0, 1);
+  bool version = false;
+  app.add_flag("--version", version, "print the version and exit");
+
+  kiln::cli::run_args ra;
+  auto* run = app.add_subcommand("run", "search for faster versions of a set of tasks");
+  run->add_option("--config", ra.config, "TOML config file")->required();
+  run->add_option("--tasks", ra.tasks, "task files or folders (replace [run] tasks)");
+  run->add_option("--out", ra.out, "run directory (replaces [run] out)");
+
+  kiln::cli::eval_args ea;
+  auto* ev = app.add_subcommand("eval", "evaluate one candidate against its task");
+  ev->add_option("--task", ea.task, "the task file (KernelBench format)")->required();
+  ev->add_option("--candidate", ea.candidate, "the candidate file (defines ModelNew)")->required();
+  ev->add_option("--device", ea.device, "cpu or cuda:N")->capture_default_str();
+  ev->add_option("--timeout", ea.timeout_s, "seconds per runner process");
+  ev->add_flag("--json", ea.json, "print the verdict as JSON");
+  ev->add_option("--config", ea.config, "take [evaluator] settings from this config");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    auto code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  if (version) {
+    std::cout << "kiln " << KILN_VERSION << " (CAF " << KILN_CAF_VERSION << ", libtorch "
+              << KILN_TORCH_VERSION << (KILN_WITH_CUDA ? ", CUDA" : ", CPU only") << ")\n";
+    return 0;
+  }
+  if (*run)
+    return kiln::cli::run(ra);
+  if (*ev)
+    return kiln::cli::eval(ea);
+  std::cout << app.help();
+  return 2;
+}
