@@ -40,6 +40,9 @@ inline constexpr double target_ci = 0.01;
 inline constexpr const char* mode = "kiln";
 
 // [llm.<name>]
+/// The profile a config without any [llm.*] or [agents.*] gets, and its provider: offline.
+inline constexpr const char* llm_profile = "main";
+inline constexpr const char* llm_provider = "rules";
 inline constexpr double temperature = 0.8;
 inline constexpr int64_t max_tokens = 32000;
 inline constexpr double llm_timeout_s = 600;
@@ -57,6 +60,8 @@ inline constexpr int64_t parallel_candidates = 10;
 
 // Actor plumbing.
 inline constexpr auto request_timeout = std::chrono::seconds(3600);
+/// A whole run: its budgets end it, not this (CAF 0.17 durations have no hours).
+inline constexpr auto run_timeout = std::chrono::seconds(365 * 24 * 3600);
 inline constexpr auto flush_timeout = std::chrono::seconds(60);
 inline constexpr auto restart_backoff_min = std::chrono::milliseconds(100);
 inline constexpr auto restart_backoff_max = std::chrono::seconds(30);

@@ -29,10 +29,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The profile and provider used when a file declares no [llm.*] and no [agents.*] at all, so that
-// a minimal file runs offline. defaults.hpp has no entry for these yet.
-constexpr const char* default_profile = "main";
-constexpr const char* default_provider = "rules";
+// The profile the strategy's roles run on when a file declares no [llm.*] and no [agents.*] at
+// all, so that a minimal file runs offline.
+constexpr const char* default_profile = defaults::llm_profile;
+constexpr const char* default_provider = defaults::llm_provider;
 
 /// A closed set of words: the keys of a table or the values of a key.
 using names = std::vector<std::string_view>;
@@ -225,15 +225,6 @@ public:
   }
 
   const std::string& name() const { return name_; }
-  const toml::table& table() const { return t_; }
-
-  /// Where a key was written, or the table's header when it was not.
-  toml::source_region place(std::string_view key) const {
-    for (auto&& [k, v] : t_)
-      if (k.str() == key)
-        return k.source();
-    return t_.source();
-  }
 
   bool has(std::string_view key) const { return t_.get(key) != nullptr; }
 
@@ -421,7 +412,8 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
   s.choice("mode", ev.mode, eval_modes);
 }
 
-/// Calls `f(name, key, table)` for each `[<kind>.<name>]`; reports anything that is not a table.
+/// Calls `f(name, table)` for each `[<kind>.<name>]`; reports what is not a table or not a
+/// plain name.
 template <class F>
 void each_named(reader& r, const toml::table& t, const std::string& kind, F f) {
   for (auto&& [k, v] : t) {
@@ -551,12 +543,18 @@ void check_relations(reader& r, const toml::table& doc, config& cfg) {
   for (auto& [role, agent] : roles) {
     if (cfg.agents.count(*agent))
       continue;
-    // Point at the role's key when the strategy names it, else at the agents the user wrote.
+    // Point at the role's key when the strategy names it, else at the agents the user wrote, or
+    // at the profiles that left the roles unassigned.
     auto where = key_place(strategy_doc, role);
-    if (!where.begin && agents_doc)
+    std::string what = "[strategy] " + std::string{role} + " role '" + *agent + "' has no [agents."
+                       + *agent + "] table";
+    if (!where.begin && agents_doc) {
       where = agents_doc->source();
-    r.problem(where, "[strategy] " + std::string{role} + " role '" + *agent + "' has no [agents."
-                       + *agent + "] table");
+    } else if (!where.begin && llm_doc) {
+      where = llm_doc->source();
+      what += " (with several [llm.*] profiles, declare the agents and the llm each one uses)";
+    }
+    r.problem(where, std::move(what));
   }
 }
 

@@ -146,7 +146,7 @@ int run(const run_args& args) {
     signal_watch watch{[sup] { caf::anon_send(sup, stop_atom::value); }};
     caf::scoped_actor self{sys};
     // A run lasts as long as its budgets allow; the supervisor enforces those, not this wait.
-    self->request(sup, std::chrono::hours(24 * 365), run_atom::value)
+    self->request(sup, defaults::run_timeout, run_atom::value)
       .receive(
         [&](run_summary& s) {
           try {
