@@ -9,14 +9,28 @@ namespace kiln::sqlite {
 
 namespace {
 
-// SQL in an error message is for a human to recognise the statement; a schema script or a
-// long INSERT is cut so that one failure does not fill a screen of log.
+// SQL in an error message is for a human to recognise the statement: whitespace runs become
+// one space (statements are written over several lines) and a long one is cut, so that one
+// failure is one line of log.
 constexpr size_t max_sql_in_message = 300;
 
 std::string shorten(std::string_view sql) {
-  std::string out{sql.substr(0, max_sql_in_message)};
-  if (sql.size() > max_sql_in_message)
-    out += "...";
+  std::string out;
+  bool space = false;
+  for (char c : sql) {
+    if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+      space = !out.empty();
+      continue;
+    }
+    if (out.size() >= max_sql_in_message) {
+      out += "...";
+      break;
+    }
+    if (space)
+      out += ' ';
+    space = false;
+    out += c;
+  }
   return out;
 }
 

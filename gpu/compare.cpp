@@ -1,1 +1,442 @@
-// placeholder
+// The only translation unit of kiln that sees libtorch. It includes the unpickler and the
+// per-operator ATen headers it needs instead of <torch/torch.h> (BUILD-NOTES §2: 25-55 s).
+
+#include "gpu/compare.hpp"
+
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/isclose.h>
+#include <ATen/ops/view_as_real.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <stdexcept>
+
+// What "correct" means here (DESIGN.md, "Evaluation rules"):
+//   1. structure: same number of outputs, and per output the same shape and dtype -> else
+//      `rejected`; a candidate output that is not a dense tensor is `rejected` too;
+//   2. numerics, in float64 on the CPU, chunk by chunk so that big outputs do not need several
+//      float64 copies at once: NaN/Inf where the reference has none -> `incorrect`; then
+//      allclose(candidate, reference, rtol, atol) with NaN equal to NaN -> else `incorrect`;
+//      integer and bool outputs must be equal;
+//   3. signal, for floating outputs of more than one element whose reference varies: a
+//      constant candidate is `rejected`; where the reference is so close to zero that zeros
+//      would pass allclose, the candidate must reproduce its variation (relative L2 error at most
+//      0.1 of the reference's spread around its mean) -> else `rejected`.
+// "The reference varies" ignores rounding jitter: a reference that is mathematically constant
+// (say, row sums of a softmax) differs by a few ulps between elements, and a candidate that
+// computes it exactly must not be rejected for that. The spread must exceed 32 machine epsilons
+// of the reference's dtype relative to its largest magnitude.
+
+namespace kiln {
+
+namespace {
+
+constexpr int64_t chunk_elems = int64_t{1} << 22;  // 32 MiB per float64 temporary
+constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr double low_signal_max_rel_l2 = 0.1;
+constexpr double jitter_eps = 32;
+
+std::string first_line(const std::string& s) {
+  return s.substr(0, s.find('\n'));
+}
+
+std::string num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", x);
+  return buf;
+}
+
+std::string dims(c10::IntArrayRef sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i)
+    out += (i == 0 ? "" : ", ") + std::to_string(sizes[i]);
+  return out + "]";
+}
+
+std::string dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float:
+      return "float32";
+    case c10::ScalarType::Double:
+      return "float64";
+    case c10::ScalarType::Half:
+      return "float16";
+    case c10::ScalarType::BFloat16:
+      return "bfloat16";
+    case c10::ScalarType::Long:
+      return "int64";
+    case c10::ScalarType::Int:
+      return "int32";
+    case c10::ScalarType::Short:
+      return "int16";
+    case c10::ScalarType::Char:
+      return "int8";
+    case c10::ScalarType::Byte:
+      return "uint8";
+    case c10::ScalarType::Bool:
+      return "bool";
+    case c10::ScalarType::ComplexFloat:
+      return "complex64";
+    case c10::ScalarType::ComplexDouble:
+      return "complex128";
+    default:
+      return c10::toString(t);  // c10's enum is not ours: no exhaustive switch here
+  }
+}
+
+/// The index of a flat (row-major) position, for messages.
+std::string unravel(int64_t flat, c10::IntArrayRef sizes) {
+  std::vector<int64_t> idx(sizes.size());
+  for (size_t i = sizes.size(); i-- > 0;) {
+    int64_t n = std::max<int64_t>(sizes[i], 1);
+    idx[i] = flat % n;
+    flat /= n;
+  }
+  return dims(idx);
+}
+
+std::vector<char> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    int err = errno;
+    throw std::runtime_error("cannot read outputs file '" + path +
+                             "': " + (err != 0 ? std::strerror(err) : "cannot open"));
+  }
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad())
+    throw std::runtime_error("cannot read outputs file '" + path + "': read error");
+  return bytes;
+}
+
+c10::IValue load(const std::string& path) {
+  std::vector<char> bytes = read_bytes(path);
+  try {
+    return torch::jit::pickle_load(bytes);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("cannot read outputs file '" + path +
+                             "': " + first_line(e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot read outputs file '" + path + "': " + first_line(e.what()));
+  }
+}
+
+/// The tensors of an outputs file, or why it does not hold tensors.
+struct outputs {
+  std::vector<at::Tensor> tensors;
+  std::string problem;
+};
+
+outputs as_outputs(const c10::IValue& v) {
+  outputs out;
+  auto add = [&](const c10::IValue& e) {
+    if (!out.problem.empty())
+      return;
+    if (e.isTensor())
+      out.tensors.push_back(e.toTensor());
+    else
+      out.problem = "output " + std::to_string(out.tensors.size()) + " is not a tensor (" +
+                    e.tagKind() + ")";
+  };
+  if (v.isTensor()) {
+    out.tensors.push_back(v.toTensor());
+  } else if (v.isTensorList()) {
+    out.tensors = v.toTensorVector();
+  } else if (v.isList()) {
+    for (const auto& e : v.toListRef())
+      add(e);
+  } else if (v.isTuple()) {
+    for (const auto& e : v.toTupleRef().elements())
+      add(e);
+  } else {
+    out.problem = "outputs are " + v.tagKind() + ", not tensors";
+  }
+  return out;
+}
+
+bool is_exact(c10::ScalarType t) {
+  return !c10::isFloatingType(t) && !c10::isComplexType(t);
+}
+
+double epsilon_of(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Half:
+      return 9.765625e-4;
+    case c10::ScalarType::BFloat16:
+      return 7.8125e-3;
+    case c10::ScalarType::Float:
+    case c10::ScalarType::ComplexFloat:
+      return 1.1920929e-7;
+    default:
+      return 2.220446049250313e-16;
+  }
+}
+
+/// Part of a flattened tensor as float64 on the CPU (complex values as (re, im) pairs).
+at::Tensor chunk_as_double(const at::Tensor& flat, int64_t begin, int64_t end) {
+  at::Tensor part = flat.slice(0, begin, end);
+  if (c10::isComplexType(part.scalar_type()))
+    return at::view_as_real(part.to(at::kCPU, at::kComplexDouble)).reshape({-1});
+  return part.to(at::kCPU, at::kDouble);
+}
+
+double item(const at::Tensor& t) {
+  return t.item<double>();
+}
+
+/// The comparison of one output pair whose structure already matched.
+struct one_output {
+  double max_abs = 0;
+  double max_rel = 0;
+  bool ok = true;
+  verdict_status status = verdict_status::correct;
+  std::string reason;
+
+  void fail(verdict_status s, std::string why) {
+    ok = false;
+    status = s;
+    reason = std::move(why);
+  }
+};
+
+/// Accumulates |c - r| and |c - r| / |r| with NaN == NaN and equal infinities counting as 0.
+void add_diffs(const at::Tensor& c, const at::Tensor& r, one_output& res) {
+  at::Tensor same = c.eq(r).logical_or(c.isnan().logical_and(r.isnan()));
+  at::Tensor d = (c - r).abs().masked_fill(same, 0.0);
+  d = d.masked_fill(d.isnan(), inf);  // one side NaN: as far apart as it gets
+  at::Tensor rel = d / (r.abs() + 1e-12);
+  rel = rel.masked_fill(d.eq(0), 0.0);
+  rel = rel.masked_fill(rel.isnan(), inf);
+  res.max_abs = std::max(res.max_abs, item(d.max()));
+  res.max_rel = std::max(res.max_rel, item(rel.max()));
+}
+
+one_output compare_exact(const at::Tensor& cand, const at::Tensor& ref, size_t index) {
+  one_output res;
+  at::Tensor c = cand.reshape({-1});
+  at::Tensor r = ref.reshape({-1});
+  int64_t n = r.numel();
+  int64_t unequal = 0;
+  for (int64_t b = 0; b < n; b += chunk_elems) {
+    int64_t e = std::min(n, b + chunk_elems);
+    unequal += c.slice(0, b, e).to(at::kCPU).ne(r.slice(0, b, e).to(at::kCPU)).sum().item<int64_t>();
+    add_diffs(chunk_as_double(c, b, e), chunk_as_double(r, b, e), res);
+  }
+  if (unequal > 0)
+    res.fail(verdict_status::incorrect,
+             "output " + std::to_string(index) + " differs: " + std::to_string(unequal) + " of " +
+               std::to_string(n) + " elements not equal (exact comparison for " +
+               dtype_name(ref.scalar_type()) + ")");
+  return res;
+}
+
+one_output compare_floating(const at::Tensor& cand, const at::Tensor& ref, size_t index,
+                            tolerance tol) {
+  one_output res;
+  const std::string out_name = "output " + std::to_string(index);
+  at::Tensor cflat = cand.reshape({-1});
+  at::Tensor rflat = ref.reshape({-1});
+  const int64_t n = rflat.numel();
+  const int64_t per_elem = c10::isComplexType(ref.scalar_type()) ? 2 : 1;
+
+  bool cand_nan = false;
+  bool cand_inf = false;
+  int64_t not_close = 0;
+  double worst_excess = -inf;
+  int64_t worst_at = -1;
+  double worst_c = 0;
+  double worst_r = 0;
+  // Over the positions where the reference is finite:
+  int64_t finite = 0;
+  double ref_min = inf, ref_max = -inf, ref_sum = 0, ref_absmax = 0;
+  double cand_min = inf, cand_max = -inf, err_sq = 0;
+  bool ref_near_zero = true;  // allclose(zeros_like(r), r) would hold
+
+  for (int64_t b = 0; b < n; b += chunk_elems) {
+    int64_t e = std::min(n, b + chunk_elems);
+    at::Tensor c = chunk_as_double(cflat, b, e);
+    at::Tensor r = chunk_as_double(rflat, b, e);
+
+    at::Tensor c_nan = c.isnan();
+    at::Tensor r_nan = r.isnan();
+    cand_nan = cand_nan || c_nan.logical_and(r_nan.logical_not()).any().item<bool>();
+    cand_inf = cand_inf || c.isinf().logical_and(c.ne(r)).any().item<bool>();
+    add_diffs(c, r, res);
+
+    at::Tensor close = at::isclose(c, r, tol.rtol, tol.atol, /*equal_nan=*/true);
+    int64_t bad = close.logical_not().sum().item<int64_t>();
+    if (bad > 0) {
+      not_close += bad;
+      at::Tensor excess = (c - r).abs() - (tol.atol + tol.rtol * r.abs());
+      excess = excess.masked_fill(excess.isnan(), inf).masked_fill(close, -inf);
+      int64_t pos = excess.argmax().item<int64_t>();
+      double x = excess[pos].item<double>();
+      if (x > worst_excess) {
+        worst_excess = x;
+        worst_at = (b * per_elem + pos) / per_elem;
+        worst_c = c[pos].item<double>();
+        worst_r = r[pos].item<double>();
+      }
+    }
+
+    at::Tensor r_fin_mask = r.isfinite();
+    at::Tensor rf = r;
+    at::Tensor cf = c;
+    if (!r_fin_mask.all().item<bool>()) {
+      rf = r.masked_select(r_fin_mask);
+      cf = c.masked_select(r_fin_mask);
+    }
+    if (rf.numel() == 0)
+      continue;
+    finite += rf.numel();
+    ref_min = std::min(ref_min, item(rf.min()));
+    ref_max = std::max(ref_max, item(rf.max()));
+    ref_sum += item(rf.sum());
+    ref_absmax = std::max(ref_absmax, item(rf.abs().max()));
+    cand_min = std::min(cand_min, item(cf.min()));
+    cand_max = std::max(cand_max, item(cf.max()));
+    err_sq += item((cf - rf).square().sum());
+    ref_near_zero = ref_near_zero && rf.abs().le(tol.atol + tol.rtol * rf.abs()).all().item<bool>();
+  }
+
+  if (cand_nan) {
+    res.fail(verdict_status::incorrect, out_name + " has NaN");
+    return res;
+  }
+  if (cand_inf) {
+    res.fail(verdict_status::incorrect, out_name + " has Inf");
+    return res;
+  }
+  if (not_close > 0) {
+    std::string why = out_name + " differs: max abs diff " + num(res.max_abs) +
+                      " > tolerance (atol " + num(tol.atol) + ", rtol " + num(tol.rtol) + "); " +
+                      std::to_string(not_close) + " of " + std::to_string(n * per_elem) +
+                      " values outside";
+    if (worst_at >= 0)
+      why += ", worst at " + unravel(worst_at, ref.sizes()) + ": " + num(worst_c) + " vs " +
+             num(worst_r);
+    res.fail(verdict_status::incorrect, why);
+    return res;
+  }
+
+  // Signal check.
+  double spread = ref_max - ref_min;
+  bool varies = finite > 1 && spread > jitter_eps * epsilon_of(ref.scalar_type()) * ref_absmax;
+  if (!varies)
+    return res;
+  if (cand_max == cand_min) {
+    res.fail(verdict_status::rejected, out_name + " is constant where the reference varies");
+    return res;
+  }
+  if (ref_near_zero) {
+    // Second pass, only here: the reference's spread around its mean.
+    double mean = ref_sum / static_cast<double>(finite);
+    double var_sum = 0;
+    for (int64_t b = 0; b < n; b += chunk_elems) {
+      at::Tensor r = chunk_as_double(rflat, b, std::min(n, b + chunk_elems));
+      at::Tensor mask = r.isfinite();
+      at::Tensor rf = mask.all().item<bool>() ? r : r.masked_select(mask);
+      var_sum += item((rf - mean).square().sum());
+    }
+    if (var_sum > 0 && std::sqrt(err_sq) / std::sqrt(var_sum) > low_signal_max_rel_l2)
+      res.fail(verdict_status::rejected,
+               out_name + " has low signal (|ref| within tolerance of zero) and the candidate " +
+                 "does not reproduce it");
+  }
+  return res;
+}
+
+} // namespace
+
+output_comparison compare_outputs(const std::string& reference_file,
+                                  const std::string& candidate_file, tolerance tol) {
+  outputs ref = as_outputs(load(reference_file));
+  if (!ref.problem.empty())
+    throw std::runtime_error("reference outputs in '" + reference_file + "': " + ref.problem);
+  outputs cand = as_outputs(load(candidate_file));
+
+  output_comparison res;
+  auto reject = [&](std::string why) {
+    res.ok = false;
+    res.status = verdict_status::rejected;
+    res.reason = std::move(why);
+    return res;
+  };
+  if (!cand.problem.empty())
+    return reject(cand.problem);
+  if (cand.tensors.size() != ref.tensors.size())
+    return reject("output count " + std::to_string(cand.tensors.size()) + ", expected " +
+                  std::to_string(ref.tensors.size()));
+
+  // Structure of every output first: a wrong shape anywhere is a broken contract, whatever the
+  // numbers of the other outputs.
+  for (size_t i = 0; i < ref.tensors.size(); ++i) {
+    const at::Tensor& c = cand.tensors[i];
+    const at::Tensor& r = ref.tensors[i];
+    std::string name = "output " + std::to_string(i);
+    if (c.layout() != c10::kStrided || r.layout() != c10::kStrided)
+      return reject(name + " is not a dense tensor");
+    if (c.sizes() != r.sizes())
+      return reject(name + " has shape " + dims(c.sizes()) + ", expected " + dims(r.sizes()));
+    if (c.scalar_type() != r.scalar_type())
+      return reject(name + " has dtype " + dtype_name(c.scalar_type()) + ", expected " +
+                    dtype_name(r.scalar_type()));
+  }
+
+  res.ok = true;
+  res.status = verdict_status::correct;
+  for (size_t i = 0; i < ref.tensors.size(); ++i) {
+    const at::Tensor& c = cand.tensors[i];
+    const at::Tensor& r = ref.tensors[i];
+    one_output one;
+    if (r.numel() > 0) {
+      try {
+        one = is_exact(r.scalar_type()) ? compare_exact(c, r, i) : compare_floating(c, r, i, tol);
+      } catch (const c10::Error& e) {
+        one.fail(verdict_status::rejected, "output " + std::to_string(i) + " cannot be compared: " +
+                                             first_line(e.what_without_backtrace()));
+      }
+    }
+    res.max_abs_diff.push_back(one.max_abs);
+    res.max_rel_diff.push_back(one.max_rel);
+    if (!one.ok && res.ok) {
+      res.ok = false;
+      res.status = one.status;
+      res.reason = std::move(one.reason);
+    }
+  }
+  return res;
+}
+
+void merge_comparison(output_comparison& acc, const output_comparison& next) {
+  // A default-constructed accumulator (not ok, no reason, no outputs) has seen no trial yet:
+  // it takes the first comparison as it is.
+  if (!acc.ok && acc.reason.empty() && acc.max_abs_diff.empty() && acc.max_rel_diff.empty()) {
+    acc = next;
+    return;
+  }
+  auto worst = [](std::vector<double>& into, const std::vector<double>& from) {
+    if (into.size() < from.size())
+      into.resize(from.size(), 0.0);
+    for (size_t i = 0; i < from.size(); ++i)
+      if (std::isnan(from[i]) || from[i] > into[i])
+        into[i] = from[i];
+  };
+  worst(acc.max_abs_diff, next.max_abs_diff);
+  worst(acc.max_rel_diff, next.max_rel_diff);
+  if (acc.ok && !next.ok) {
+    acc.status = next.status;
+    acc.reason = next.reason;
+  }
+  acc.ok = acc.ok && next.ok;
+}
+
+} // namespace kiln

@@ -135,8 +135,10 @@ def _main(argv):
                 raise RuntimeError("output structure changed between calls: %s, then %s"
                                    % (structure, shape))
             name = "out_%d.pt" % k
-            # Saved at once, before the next call can touch a buffer the output may share.
-            torch.save(flat, os.path.join(out_dir, name))
+            # Saved at once, before the next call can touch a buffer the output may share. A
+            # tuple, not a list: libtorch 1.13's unpickler has no APPEND opcode, which pickle
+            # uses for a one-element list.
+            torch.save(tuple(flat), os.path.join(out_dir, name))
             result["trials"].append({"seed": int(seed), "file": name,
                                      "inputs_mutated": bool(mutated)})
             del out, flat, originals, inputs
@@ -261,14 +263,13 @@ def _median_ci_rel(samples):
         return 1.0
     s = sorted(samples)
     half = 1.96 * math.sqrt(n) / 2.0
-    lo = int(math.floor(n / 2.0 - half))
-    hi = int(math.ceil(n / 2.0 + half))
-    if lo < 1 or hi > n:
-        return 1.0
+    lo = min(max(int(math.floor(n / 2.0 - half)), 1), n)  # 1-based ranks, as gpu/timing.cpp
+    hi = min(max(int(math.ceil(n / 2.0 + half)), 1), n)
     median = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-    if median <= 0:
-        return 1.0
-    return (s[hi - 1] - s[lo - 1]) / 2.0 / median
+    width = s[hi - 1] - s[lo - 1]
+    if not median > 0:
+        return 0.0 if width == 0 else 1.0
+    return width / 2.0 / median
 
 
 def _time_calls(torch, model, inputs, device, timing, pike_mode):

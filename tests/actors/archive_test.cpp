@@ -13,6 +13,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
 #include <catch2/catch.hpp>
 
 #include "actors/archive.hpp"
@@ -465,4 +466,19 @@ TEST_CASE("sqlite errors name the statement that failed", "[archive][sqlite]") {
   CHECK(sel.column_int64(0) == 2);
   CHECK(sel.column_is_null(1));
   CHECK_FALSE(sel.step());
+}
+
+TEST_CASE("an archive nobody holds any more still closes its file", "[archive]") {
+  auto path = fresh_path("dropped");
+  {
+    caf::actor_system_config cfg;
+    caf::actor_system sys{configure(cfg)};
+    auto a = spawn_archive(sys, path);
+    caf::anon_send(a, put_atom::value, sample_call());
+    // The handle goes out of scope, then the system: ~actor_system waits for the actor.
+  }
+  auto wal = path + "-wal";
+  CHECK((!fs::exists(wal) || fs::file_size(wal) == 0));
+  sqlite::database db{path, sqlite::open_mode::read_only};
+  CHECK(count_rows(db, "llm_calls") == 1);
 }

@@ -1,0 +1,258 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "gpu/compare.hpp"
+
+namespace fs = std::filesystem;
+using kiln::compare_outputs;
+using kiln::output_comparison;
+using kiln::verdict_status;
+
+namespace {
+
+// Every fixture of this file, written by one Python process (starting torch costs ~1 s).
+const char* fixture_script = R"PY(
+import sys, torch
+d = sys.argv[1]
+def save(name, obj):
+    torch.save(obj, f"{d}/{name}.pt")
+g = torch.Generator().manual_seed(0)
+a = torch.randn(4, 8, generator=g)
+b = torch.randn(3, generator=g)
+save("ref", [a, b])
+save("same", [a.clone(), b.clone()])
+save("tuple", (a.clone(), b.clone()))
+save("noisy", [a + 1e-3 * torch.randn(4, 8, generator=g), b + 1e-3 * torch.randn(3, generator=g)])
+far = a.clone(); far[1, 2] += 0.53
+save("far", [far, b.clone()])
+save("shape", [torch.randn(4, 10, generator=g), b.clone()])
+save("dtype", [a.clone(), b.double()])
+save("count1", [a.clone()])
+save("count3", [a.clone(), b.clone(), b.clone()])
+nan = a.clone(); nan[0, 0] = float("nan")
+save("nan", [nan, b.clone()])
+inf = a.clone(); inf[3, 7] = float("inf")
+save("inf", [inf, b.clone()])
+save("notensor", [a.clone(), 3])
+# Varies, but within tolerance of a constant: only the signal check can catch a constant.
+flat = 1 + 1e-3 * torch.randn(64, generator=g)
+save("flat_ref", [flat])
+save("flat_const", [torch.ones(64)])
+save("flat_good", [flat.clone()])
+# A low-signal reference: zeros would pass allclose.
+tiny = 1e-4 * torch.randn(64, generator=g)
+save("tiny_ref", [tiny])
+save("tiny_zeros", [torch.zeros(64)])
+save("tiny_wrong", [1e-4 * torch.randn(64, generator=g)])
+save("tiny_good", [tiny * (1 + 1e-3)])
+# Mathematically constant, numerically jittery: an exactly constant candidate is right.
+sums = torch.softmax(torch.randn(50, 300, generator=g), dim=1).sum(dim=1)
+save("sums_ref", [sums])
+save("sums_exact", [torch.ones(50)])
+save("single_ref", a.clone())
+save("single_same", a.clone())
+save("int_ref", [torch.arange(10)])
+save("int_same", [torch.arange(10)])
+off = torch.arange(10); off[4] = 40
+save("int_off", [off])
+save("empty_ref", [torch.empty(0, 3)])
+save("empty_same", [torch.empty(0, 3)])
+ref_nan = a.clone(); ref_nan[2, 2] = float("nan")
+save("refnan_ref", [ref_nan])
+save("refnan_same", [ref_nan.clone()])
+save("refnan_filled", [a.clone()])
+)PY";
+
+const std::string& fixtures() {
+  static std::once_flag once;
+  static std::string dir;
+  std::call_once(once, [] {
+    fs::path d = fs::path(KILN_TEST_TMP) / "compare";
+    fs::remove_all(d);
+    fs::create_directories(d);
+    std::ofstream(d / "make.py") << fixture_script;
+    std::string cmd = "/usr/bin/python3 '" + (d / "make.py").string() + "' '" + d.string() + "'";
+    if (std::system(cmd.c_str()) != 0)
+      throw std::runtime_error("cannot write the fixtures: " + cmd);
+    dir = d.string();
+  });
+  return dir;
+}
+
+std::string file(const std::string& name) {
+  return fixtures() + "/" + name + ".pt";
+}
+
+output_comparison cmp(const std::string& ref, const std::string& cand) {
+  return compare_outputs(file(ref), file(cand), kiln::tolerance{});
+}
+
+} // namespace
+
+TEST_CASE("identical outputs are correct", "[compare]") {
+  auto r = cmp("ref", "same");
+  CHECK(r.ok);
+  CHECK(r.reason.empty());
+  REQUIRE(r.max_abs_diff.size() == 2);
+  CHECK(r.max_abs_diff[0] == 0);
+  CHECK(r.max_rel_diff[1] == 0);
+}
+
+TEST_CASE("a tuple of outputs compares like a list", "[compare]") {
+  CHECK(cmp("ref", "tuple").ok);
+}
+
+TEST_CASE("noise within tolerance passes and is measured", "[compare]") {
+  auto r = cmp("ref", "noisy");
+  CHECK(r.ok);
+  REQUIRE(r.max_abs_diff.size() == 2);
+  CHECK(r.max_abs_diff[0] > 1e-4);
+  CHECK(r.max_abs_diff[0] < 1e-2);
+  CHECK(r.max_rel_diff[0] > 0);
+}
+
+TEST_CASE("a difference beyond tolerance is incorrect", "[compare]") {
+  auto r = cmp("ref", "far");
+  CHECK_FALSE(r.ok);
+  CHECK(r.status == verdict_status::incorrect);
+  CHECK_THAT(r.reason, Catch::StartsWith("output 0 differs: max abs diff 0.53 > tolerance "
+                                         "(atol 0.01, rtol 0.01)"));
+  CHECK_THAT(r.reason, Catch::Contains("[1, 2]"));
+  REQUIRE(r.max_abs_diff.size() == 2);
+  CHECK(r.max_abs_diff[0] == Approx(0.53).epsilon(1e-4));
+  CHECK(r.max_abs_diff[1] == 0);
+}
+
+TEST_CASE("structure mismatches are rejected with the output's index", "[compare]") {
+  SECTION("shape") {
+    auto r = cmp("ref", "shape");
+    CHECK(r.status == verdict_status::rejected);
+    CHECK(r.reason == "output 0 has shape [4, 10], expected [4, 8]");
+  }
+  SECTION("dtype") {
+    auto r = cmp("ref", "dtype");
+    CHECK(r.status == verdict_status::rejected);
+    CHECK(r.reason == "output 1 has dtype float64, expected float32");
+  }
+  SECTION("count") {
+    auto fewer = cmp("ref", "count1");
+    CHECK_FALSE(fewer.ok);
+    CHECK(fewer.status == verdict_status::rejected);
+    CHECK(fewer.reason == "output count 1, expected 2");
+    CHECK(cmp("ref", "count3").reason == "output count 3, expected 2");
+  }
+  SECTION("not a tensor") {
+    auto r = cmp("ref", "notensor");
+    CHECK(r.status == verdict_status::rejected);
+    CHECK_THAT(r.reason, Catch::StartsWith("output 1 is not a tensor"));
+  }
+}
+
+TEST_CASE("NaN or Inf where the reference has none is incorrect", "[compare]") {
+  auto nan = cmp("ref", "nan");
+  CHECK_FALSE(nan.ok);
+  CHECK(nan.status == verdict_status::incorrect);
+  CHECK(nan.reason == "output 0 has NaN");
+  CHECK(std::isinf(nan.max_abs_diff[0]));
+  auto inf = cmp("ref", "inf");
+  CHECK(inf.status == verdict_status::incorrect);
+  CHECK(inf.reason == "output 0 has Inf");
+}
+
+TEST_CASE("NaN where the reference has NaN is fine, a number there is not", "[compare]") {
+  auto same = cmp("refnan_ref", "refnan_same");
+  CHECK(same.ok);
+  CHECK(same.max_abs_diff[0] == 0);
+  auto filled = cmp("refnan_ref", "refnan_filled");
+  CHECK_FALSE(filled.ok);
+  CHECK(filled.status == verdict_status::incorrect);
+}
+
+TEST_CASE("a constant output where the reference varies is rejected", "[compare]") {
+  auto r = cmp("flat_ref", "flat_const");
+  CHECK_FALSE(r.ok);
+  CHECK(r.status == verdict_status::rejected);
+  CHECK(r.reason == "output 0 is constant where the reference varies");
+  CHECK(cmp("flat_ref", "flat_good").ok);
+}
+
+TEST_CASE("a reference constant up to rounding accepts an exact constant", "[compare]") {
+  CHECK(cmp("sums_ref", "sums_exact").ok);
+}
+
+TEST_CASE("a low-signal reference must be reproduced, not approximated by zeros", "[compare]") {
+  auto zeros = cmp("tiny_ref", "tiny_zeros");
+  CHECK_FALSE(zeros.ok);
+  CHECK(zeros.status == verdict_status::rejected);
+  auto wrong = cmp("tiny_ref", "tiny_wrong");
+  CHECK_FALSE(wrong.ok);
+  CHECK(wrong.status == verdict_status::rejected);
+  CHECK(wrong.reason == "output 0 has low signal (|ref| within tolerance of zero) and the "
+                        "candidate does not reproduce it");
+  CHECK(cmp("tiny_ref", "tiny_good").ok);
+}
+
+TEST_CASE("a file holding a single tensor works", "[compare]") {
+  auto r = cmp("single_ref", "single_same");
+  CHECK(r.ok);
+  CHECK(r.max_abs_diff.size() == 1);
+}
+
+TEST_CASE("integer outputs must be equal", "[compare]") {
+  CHECK(cmp("int_ref", "int_same").ok);
+  auto off = cmp("int_ref", "int_off");
+  CHECK_FALSE(off.ok);
+  CHECK(off.status == verdict_status::incorrect);
+  CHECK_THAT(off.reason, Catch::Contains("1 of 10"));
+  CHECK(off.max_abs_diff[0] == 36);
+}
+
+TEST_CASE("empty outputs compare by shape only", "[compare]") {
+  CHECK(cmp("empty_ref", "empty_same").ok);
+}
+
+TEST_CASE("an unreadable file throws", "[compare]") {
+  std::string garbage = fixtures() + "/garbage.pt";
+  std::ofstream(garbage) << "this is not a torch file";
+  CHECK_THROWS_WITH(compare_outputs(file("ref"), garbage, {}), Catch::Contains("garbage.pt"));
+  CHECK_THROWS_WITH(compare_outputs(fixtures() + "/missing.pt", file("ref"), {}),
+                    Catch::Contains("missing.pt"));
+}
+
+TEST_CASE("merge_comparison keeps the worst differences and the first failure", "[compare]") {
+  output_comparison acc;  // a fresh accumulator has seen nothing yet
+  output_comparison t1;
+  t1.ok = true;
+  t1.status = verdict_status::correct;
+  t1.max_abs_diff = {0.1, 0.5};
+  t1.max_rel_diff = {0.01, 0.02};
+  kiln::merge_comparison(acc, t1);
+  CHECK(acc.ok);
+
+  output_comparison t2;
+  t2.ok = false;
+  t2.status = verdict_status::incorrect;
+  t2.reason = "output 0 differs";
+  t2.max_abs_diff = {0.3, 0.2, 0.7};
+  t2.max_rel_diff = {0.005};
+  kiln::merge_comparison(acc, t2);
+
+  output_comparison t3;
+  t3.ok = false;
+  t3.status = verdict_status::rejected;
+  t3.reason = "output 1 is constant where the reference varies";
+  kiln::merge_comparison(acc, t3);
+
+  CHECK_FALSE(acc.ok);
+  CHECK(acc.status == verdict_status::incorrect);
+  CHECK(acc.reason == "output 0 differs");
+  CHECK(acc.max_abs_diff == std::vector<double>{0.3, 0.5, 0.7});
+  CHECK(acc.max_rel_diff == std::vector<double>{0.01, 0.02});
+}

@@ -1,0 +1,238 @@
+// The evaluation procedure end to end on the CPU: real runner processes of the embedded harness,
+// the bundled task tests/tasks/cpu/1_MLP.py and the candidates in tests/candidates/, each of
+// which names in its first line the verdict it must get.
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "gpu/evaluate.hpp"
+#include "gpu/python.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  REQUIRE(in);
+  return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+}
+
+kiln::task_spec task_from(const std::string& path) {
+  kiln::task_spec t;
+  t.path = path;
+  t.name = fs::path{path}.stem().string();
+  t.source = slurp(path);
+  return t;
+}
+
+const std::string mlp_task = KILN_SOURCE_DIR "/tests/tasks/cpu/1_MLP.py";
+
+std::string candidate_file(const std::string& name) {
+  return KILN_SOURCE_DIR "/tests/candidates/" + name;
+}
+
+/// Short timing so that the whole binary stays fast; the procedure is the same as in a run.
+kiln::eval_settings test_settings(const std::string& work_dir) {
+  kiln::eval_settings s;
+  s.python = kiln::find_python("");
+  s.work_dir = work_dir;
+  s.device = "cpu";
+  s.cfg.min_samples = 5;
+  s.cfg.max_timing_s = 0.3;
+  s.cfg.timeout_s = 60;
+  return s;
+}
+
+/// One engine for most cases, so the reference is timed once for all of them (as in a run).
+kiln::evaluation_engine& shared_engine() {
+  static auto engine = [] {
+    auto dir = std::string{KILN_TEST_TMP} + "/evaluate";
+    fs::remove_all(dir);
+    return std::make_unique<kiln::evaluation_engine>(test_settings(dir));
+  }();
+  return *engine;
+}
+
+kiln::verdict evaluate(kiln::evaluation_engine& engine, const std::string& candidate,
+                       double timeout_s = 0, uint64_t seed = 7) {
+  kiln::eval_job job;
+  job.task = task_from(mlp_task);
+  job.candidate_id = "1_MLP#" + candidate;
+  job.code = slurp(candidate_file(candidate));
+  job.timeout_s = timeout_s;
+  auto v = engine.evaluate(job, seed);
+  INFO(candidate << ": " << kiln::to_string(v.status) << " (" << v.reason << ")\nstderr: "
+                 << v.stderr_tail);
+  return v;
+}
+
+/// Scratch folders left in the work dir (the harness and the caches are meant to stay).
+int leftover_scratch(const std::string& work_dir) {
+  int n = 0;
+  for (auto& e : fs::directory_iterator{work_dir})
+    if (e.path().filename().string().rfind("e", 0) == 0)
+      ++n;
+  return n;
+}
+
+} // namespace
+
+using kiln::verdict_status;
+
+TEST_CASE("an honest rewrite is correct and timed against the reference") {
+  auto& engine = shared_engine();
+  auto v = evaluate(engine, "mlp_good.py");
+  INFO(v.reason << "\n" << v.stderr_tail);
+  REQUIRE(v.status == verdict_status::correct);
+  CHECK(v.speedup > 0);
+  CHECK(v.candidate.n >= 5);
+  CHECK(v.candidate.median_ms > 0);
+  CHECK(v.reference.n >= 5);
+  CHECK(v.reference.median_ms > 0);
+  CHECK(v.max_abs_diff.size() == 1);
+  CHECK(v.max_abs_diff.at(0) <= 1e-2);
+  CHECK(v.device == "cpu");
+  CHECK(v.wall_ms > 0);
+  CHECK(leftover_scratch(engine.settings().work_dir) == 0);
+}
+
+TEST_CASE("a numerically wrong candidate is incorrect, with its differences") {
+  auto v = evaluate(shared_engine(), "mlp_wrong.py");
+  INFO(v.reason);
+  CHECK(v.status == verdict_status::incorrect);
+  REQUIRE(v.max_abs_diff.size() == 1);
+  CHECK(v.max_abs_diff[0] == Approx(1.0).margin(1e-3));
+  CHECK(v.speedup == 0);
+}
+
+TEST_CASE("an exception in forward is a runtime error that carries the traceback") {
+  auto v = evaluate(shared_engine(), "mlp_crash.py");
+  INFO(v.reason);
+  CHECK(v.status == verdict_status::runtime_error);
+  CHECK(v.reason.find("always fails in forward") != std::string::npos);
+  CHECK(v.stderr_tail.find("Traceback") != std::string::npos);
+}
+
+TEST_CASE("a runner killed by a signal is a runtime error naming the signal") {
+  auto v = evaluate(shared_engine(), "mlp_signal.py");
+  INFO(v.reason);
+  CHECK(v.status == verdict_status::runtime_error);
+  CHECK(v.reason.find("signal 11") != std::string::npos);
+}
+
+TEST_CASE("a syntax error is a compile error") {
+  auto v = evaluate(shared_engine(), "mlp_syntax.py");
+  INFO(v.reason);
+  CHECK(v.status == verdict_status::compile_error);
+  CHECK(v.reason.find("SyntaxError") != std::string::npos);
+}
+
+TEST_CASE("a module without ModelNew is a compile error") {
+  auto v = evaluate(shared_engine(), "mlp_nomodel.py");
+  INFO(v.reason);
+  CHECK(v.status == verdict_status::compile_error);
+  CHECK(v.reason.find("no class ModelNew") != std::string::npos);
+}
+
+TEST_CASE("a candidate that never returns times out") {
+  auto v = evaluate(shared_engine(), "mlp_hang.py", 5);
+  INFO(v.reason);
+  CHECK(v.status == verdict_status::timeout);
+  CHECK(v.wall_ms < 30000);
+}
+
+TEST_CASE("a candidate that writes into its inputs is rejected") {
+  auto v = evaluate(shared_engine(), "mlp_mutates.py");
+  CHECK(v.status == verdict_status::rejected);
+  CHECK(v.reason == "candidate mutated its inputs");
+}
+
+TEST_CASE("a candidate that returns zeros never passes") {
+  auto v = evaluate(shared_engine(), "mlp_zeros.py");
+  INFO(v.reason);
+  CHECK((v.status == verdict_status::incorrect || v.status == verdict_status::rejected));
+}
+
+TEST_CASE("a tuple where the reference returns a tensor is rejected") {
+  auto v = evaluate(shared_engine(), "mlp_tuple.py");
+  CHECK(v.status == verdict_status::rejected);
+  CHECK(v.reason == "output structure tuple:1, expected tensor");
+}
+
+TEST_CASE("a broken task is reported as the reference failing") {
+  kiln::eval_job job;
+  job.task = task_from(candidate_file("bad_task.py"));
+  job.candidate_id = "bad_task#1";
+  job.code = slurp(candidate_file("mlp_good.py"));
+  auto v = shared_engine().evaluate(job, 3);
+  INFO(v.reason);
+  CHECK(v.status == verdict_status::runtime_error);
+  CHECK(v.reason.rfind("reference failed: ", 0) == 0);
+  CHECK(v.reason.find("cannot make inputs") != std::string::npos);
+}
+
+TEST_CASE("a missing interpreter is a verdict, not an exception") {
+  auto s = test_settings(std::string{KILN_TEST_TMP} + "/evaluate-nopython");
+  s.python = "/nonexistent/python3";
+  kiln::evaluation_engine engine{s};
+  auto v = evaluate(engine, "mlp_good.py");
+  CHECK(v.status == verdict_status::runtime_error);
+  CHECK(v.reason.rfind("reference failed: ", 0) == 0);
+}
+
+TEST_CASE("the runner reports its facts once") {
+  auto& engine = shared_engine();
+  auto f = engine.facts();
+  CHECK(f.device == "cpu");
+  CHECK((f.torch_version.rfind("1.", 0) == 0 || f.torch_version.rfind("2.", 0) == 0));
+  CHECK_FALSE(f.cuda);
+  CHECK_FALSE(f.python_version.empty());
+  CHECK_FALSE(f.device_name.empty());
+  CHECK(f.cpu_threads >= 1);
+  auto again = engine.facts();
+  CHECK(again.torch_version == f.torch_version);
+}
+
+TEST_CASE("the reference is timed once per task and device") {
+  auto dir = std::string{KILN_TEST_TMP} + "/evaluate-cache";
+  fs::remove_all(dir);
+  kiln::evaluation_engine engine{test_settings(dir)};
+  auto first = evaluate(engine, "mlp_good.py", 0, 11);
+  auto second = evaluate(engine, "mlp_good.py", 0, 12);
+  REQUIRE(first.status == verdict_status::correct);
+  REQUIRE(second.status == verdict_status::correct);
+  // Two measurements never agree to the last bit; a cached one does.
+  CHECK(second.reference.n == first.reference.n);
+  CHECK(second.reference.median_ms == first.reference.median_ms);
+  CHECK(second.reference.mean_ms == first.reference.mean_ms);
+  CHECK(second.candidate.mean_ms != first.candidate.mean_ms);
+}
+
+TEST_CASE("pike mode runs PIKE's single trial and reports a speedup") {
+  auto dir = std::string{KILN_TEST_TMP} + "/evaluate-pike";
+  fs::remove_all(dir);
+  auto s = test_settings(dir);
+  s.cfg.mode = "pike";
+  s.keep_scratch = true;
+  kiln::evaluation_engine engine{s};
+  auto v = evaluate(engine, "mlp_good.py");
+  REQUIRE(v.status == verdict_status::correct);
+  CHECK(v.speedup > 0);
+  // PIKE's constants: one trial with input seed 0, weights from seed 1.
+  int jobs = 0;
+  for (auto& e : fs::recursive_directory_iterator{dir}) {
+    if (e.path().filename() != "job.json")
+      continue;
+    auto text = slurp(e.path().string());
+    CHECK(text.find("\"seeds\": [0]") != std::string::npos);
+    CHECK(text.find("\"weight_seed\": 1,") != std::string::npos);
+    ++jobs;
+  }
+  CHECK(jobs == 1);  // the reference's folder is gone with its outputs; the candidate's stays
+}
