@@ -273,6 +273,19 @@ void finalize(self_ptr self) {
 
 } // namespace
 
+supervisor_state::~supervisor_state() {
+  for (auto& [task, handle] : running)
+    caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
+  for (auto& [name, w] : workers)
+    if (w.handle)
+      caf::anon_send_exit(w.handle, caf::exit_reason::user_shutdown);
+  if (dispatcher)
+    caf::anon_send_exit(dispatcher, caf::exit_reason::user_shutdown);
+  // Last, so that events sent before it are committed first (mailbox order).
+  if (archive)
+    caf::anon_send_exit(archive, caf::exit_reason::user_shutdown);
+}
+
 supervisor_actor::behavior_type
 supervisor(supervisor_actor::stateful_pointer<supervisor_state> self, run_plan plan,
            archive_actor archive) {

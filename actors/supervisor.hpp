@@ -81,6 +81,10 @@ struct supervisor_state {
   bool finishing = false;
   std::string fatal;  ///< why the run was taken down, empty if it was not
   caf::typed_response_promise<run_summary> run_promise;
+
+  /// Whatever ended the supervisor, nothing it started outlives it: detached workers (the
+  /// archive, evaluators) would otherwise keep the actor system from shutting down.
+  ~supervisor_state();
 };
 
 supervisor_actor::behavior_type

@@ -8,7 +8,8 @@
 #include <ATen/ops/isclose.h>
 #include <ATen/ops/view_as_real.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/jit/serialization/pickle.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,7 +19,11 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 // What "correct" means here (DESIGN.md, "Evaluation rules"):
 //   1. structure: same number of outputs, and per output the same shape and dtype -> else
@@ -40,7 +45,7 @@ namespace kiln {
 
 namespace {
 
-constexpr int64_t chunk_elems = int64_t{1} << 22;  // 32 MiB per float64 temporary
+constexpr int64_t chunk_elems = int64_t{1} << 22; // 32 MiB per float64 temporary
 constexpr double inf = std::numeric_limits<double>::infinity();
 constexpr double low_signal_max_rel_l2 = 0.1;
 constexpr double jitter_eps = 32;
@@ -89,7 +94,7 @@ std::string dtype_name(c10::ScalarType t) {
     case c10::ScalarType::ComplexDouble:
       return "complex128";
     default:
-      return c10::toString(t);  // c10's enum is not ours: no exhaustive switch here
+      return c10::toString(t); // c10's enum is not ours: no exhaustive switch here
   }
 }
 
@@ -108,8 +113,8 @@ std::vector<char> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     int err = errno;
-    throw std::runtime_error("cannot read outputs file '" + path +
-                             "': " + (err != 0 ? std::strerror(err) : "cannot open"));
+    throw std::runtime_error("cannot read outputs file '" + path
+                             + "': " + (err != 0 ? std::strerror(err) : "cannot open"));
   }
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad())
@@ -117,13 +122,206 @@ std::vector<char> read_bytes(const std::string& path) {
   return bytes;
 }
 
+/// A zip archive in memory, for PyTorchStreamReader.
+class bytes_adapter : public caffe2::serialize::ReadAdapterInterface {
+public:
+  explicit bytes_adapter(const std::vector<char>& bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* what) const override {
+    if (pos >= bytes_.size())
+      return 0;
+    n = std::min<size_t>(n, bytes_.size() - pos);
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+private:
+  const std::vector<char>& bytes_;
+};
+
+/// libtorch 1.13's unpickler has no APPEND ('a') and no SETITEM ('s'), which Python's pickler
+/// emits for a list (dict) of exactly one element: a list of one tensor is the commonest outputs
+/// file. Each becomes MARK (in front of the added item) + APPENDS ('e') or SETITEMS ('u'), which
+/// every libtorch reads. The opcodes are walked with their stack effects only, to know where each
+/// item starts. Returns nothing when there is nothing to rewrite or an opcode is not known here;
+/// the unpickler then gets the original bytes.
+std::optional<std::vector<char>> rewrite_single_adds(const char* data, size_t size) {
+  struct slot {
+    size_t start; ///< offset of the first opcode that built this stack value
+    bool mark;
+  };
+  std::vector<slot> stack;
+  std::vector<size_t> marks_at;              // where to insert a MARK
+  std::vector<std::pair<size_t, char>> adds; // APPEND/SETITEM opcodes and their replacements
+  size_t pos = 0;
+  bool bad = false;
+  auto skip = [&](uint64_t n) {
+    if (n > size - pos)
+      bad = true;
+    else
+      pos += n;
+  };
+  auto length = [&](int bytes) -> uint64_t { // a little-endian length prefix
+    if (static_cast<size_t>(bytes) > size - pos) {
+      bad = true;
+      return 0;
+    }
+    uint64_t n = 0;
+    for (int i = bytes - 1; i >= 0; --i)
+      n = (n << 8) | static_cast<unsigned char>(data[pos + i]);
+    pos += bytes;
+    return n;
+  };
+  auto skip_line = [&] {
+    const void* nl = std::memchr(data + pos, '\n', size - pos);
+    if (nl == nullptr)
+      bad = true;
+    else
+      pos = static_cast<size_t>(static_cast<const char*>(nl) - data) + 1;
+  };
+  auto pop = [&](size_t k) -> size_t { // pops k values, returns where the first began
+    if (stack.size() < k) {
+      bad = true;
+      return 0;
+    }
+    for (size_t i = stack.size() - k; i < stack.size(); ++i)
+      bad = bad || stack[i].mark;
+    size_t start = k > 0 ? stack[stack.size() - k].start : pos;
+    stack.resize(stack.size() - k);
+    return start;
+  };
+  auto pop_mark = [&]() -> size_t { // pops to the last MARK, returns where it was
+    size_t i = stack.size();
+    while (i > 0 && !stack[i - 1].mark)
+      --i;
+    if (i == 0) {
+      bad = true;
+      return 0;
+    }
+    size_t start = stack[i - 1].start;
+    stack.resize(i - 1);
+    return start;
+  };
+  auto push = [&](size_t start) { stack.push_back({start, false}); };
+
+  bool stopped = false;
+  while (pos < size && !bad && !stopped) {
+    size_t op_at = pos;
+    auto op = static_cast<unsigned char>(data[pos++]);
+    // One line per opcode: it reads as the table it is.
+    // clang-format off
+    switch (op) {
+      case 0x80: skip(1); break;                                  // PROTO
+      case 0x95: skip(8); break;                                  // FRAME
+      case 'q': skip(1); break;                                   // BINPUT
+      case 'r': skip(4); break;                                   // LONG_BINPUT
+      case 'p': skip_line(); break;                               // PUT
+      case 0x94: break;                                           // MEMOIZE
+      case '(': stack.push_back({op_at, true}); break;            // MARK
+      case ']': case ')': case '}': case 'N': case 0x88: case 0x89: case 0x8f:
+        push(op_at);
+        break;
+      case 'K': case 'h': skip(1); push(op_at); break;            // BININT1, BINGET
+      case 'M': skip(2); push(op_at); break;                      // BININT2
+      case 'J': case 'j': skip(4); push(op_at); break;            // BININT, LONG_BINGET
+      case 'G': skip(8); push(op_at); break;                      // BINFLOAT
+      case 0x8a: case 0x8c: case 'U': case 'C': skip(length(1)); push(op_at); break;
+      case 0x8b: case 'X': case 'T': case 'B': skip(length(4)); push(op_at); break;
+      case 0x8d: case 0x8e: skip(length(8)); push(op_at); break;
+      case 'c': skip_line(); skip_line(); push(op_at); break;    // GLOBAL
+      case 'I': case 'L': case 'F': case 'S': case 'V': case 'g': case 'P':
+        skip_line();
+        push(op_at);
+        break;
+      case '2':                                                   // DUP
+        if (stack.empty())
+          bad = true;
+        push(op_at);
+        break;
+      case '0': pop(1); break;                                    // POP
+      case '1': pop_mark(); break;                                // POP_MARK
+      case 'Q': case 0x85: push(pop(1)); break;                   // BINPERSID, TUPLE1
+      case 0x86: case 'R': case 'b': case 0x81: case 0x93: push(pop(2)); break;
+      case 0x87: push(pop(3)); break;                             // TUPLE3
+      case 't': case 'l': case 'd': case 0x91: push(pop_mark()); break;
+      case 'e': case 'u': case 0x90:                              // APPENDS, SETITEMS, ADDITEMS
+        pop_mark();
+        bad = bad || stack.empty();
+        break;
+      case 'a':                                                   // APPEND
+      case 's': {                                                 // SETITEM
+        size_t items = op == 'a' ? 1 : 2;
+        if (stack.size() < items + 1 || stack[stack.size() - items - 1].mark) {
+          bad = true;
+          break;
+        }
+        marks_at.push_back(pop(items));
+        adds.emplace_back(op_at, op == 'a' ? 'e' : 'u');
+        break;
+      }
+      case '.': stopped = true; break;                            // STOP
+      default: bad = true; break;
+    }
+    // clang-format on
+  }
+  if (bad || adds.empty())
+    return std::nullopt;
+
+  std::sort(marks_at.begin(), marks_at.end());
+  std::vector<char> out;
+  out.reserve(size + marks_at.size());
+  size_t m = 0;
+  size_t a = 0;
+  for (size_t i = 0; i < size; ++i) {
+    while (m < marks_at.size() && marks_at[m] == i) {
+      out.push_back('(');
+      ++m;
+    }
+    if (a < adds.size() && adds[a].first == i) {
+      out.push_back(adds[a].second);
+      ++a;
+    } else {
+      out.push_back(data[i]);
+    }
+  }
+  return out;
+}
+
+/// What `torch::pickle_load` does, with the rewrite above in between and every tensor mapped
+/// to the CPU (a harness that saved CUDA tensors still produces a readable file).
+c10::IValue unpickle_archive(const std::vector<char>& bytes) {
+  caffe2::serialize::PyTorchStreamReader archive(std::make_shared<bytes_adapter>(bytes));
+  at::DataPtr record;
+  size_t record_size = 0;
+  std::tie(record, record_size) = archive.getRecord("data.pkl");
+  const char* pickle = static_cast<const char*>(record.get());
+  std::optional<std::vector<char>> rewritten = rewrite_single_adds(pickle, record_size);
+  if (rewritten) {
+    pickle = rewritten->data();
+    record_size = rewritten->size();
+  }
+  size_t offset = 0;
+  auto read = [&](char* buf, size_t n) -> size_t {
+    n = std::min(n, record_size - offset);
+    std::memcpy(buf, pickle + offset, n);
+    offset += n;
+    return n;
+  };
+  auto read_record = [&](const std::string& name) {
+    return std::get<0>(archive.getRecord("data/" + name));
+  };
+  torch::jit::Unpickler unpickler(read, nullptr, nullptr, read_record, c10::Device(c10::kCPU));
+  unpickler.set_version(archive.version());
+  return unpickler.parse_ivalue();
+}
+
 c10::IValue load(const std::string& path) {
   std::vector<char> bytes = read_bytes(path);
   try {
-    return torch::jit::pickle_load(bytes);
+    return unpickle_archive(bytes);
   } catch (const c10::Error& e) {
-    throw std::runtime_error("cannot read outputs file '" + path +
-                             "': " + first_line(e.what_without_backtrace()));
+    throw std::runtime_error("cannot read outputs file '" + path
+                             + "': " + first_line(e.what_without_backtrace()));
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot read outputs file '" + path + "': " + first_line(e.what()));
   }
@@ -143,8 +341,8 @@ outputs as_outputs(const c10::IValue& v) {
     if (e.isTensor())
       out.tensors.push_back(e.toTensor());
     else
-      out.problem = "output " + std::to_string(out.tensors.size()) + " is not a tensor (" +
-                    e.tagKind() + ")";
+      out.problem =
+          "output " + std::to_string(out.tensors.size()) + " is not a tensor (" + e.tagKind() + ")";
   };
   if (v.isTensor()) {
     out.tensors.push_back(v.toTensor());
@@ -211,7 +409,7 @@ struct one_output {
 void add_diffs(const at::Tensor& c, const at::Tensor& r, one_output& res) {
   at::Tensor same = c.eq(r).logical_or(c.isnan().logical_and(r.isnan()));
   at::Tensor d = (c - r).abs().masked_fill(same, 0.0);
-  d = d.masked_fill(d.isnan(), inf);  // one side NaN: as far apart as it gets
+  d = d.masked_fill(d.isnan(), inf); // one side NaN: as far apart as it gets
   at::Tensor rel = d / (r.abs() + 1e-12);
   rel = rel.masked_fill(d.eq(0), 0.0);
   rel = rel.masked_fill(rel.isnan(), inf);
@@ -227,14 +425,16 @@ one_output compare_exact(const at::Tensor& cand, const at::Tensor& ref, size_t i
   int64_t unequal = 0;
   for (int64_t b = 0; b < n; b += chunk_elems) {
     int64_t e = std::min(n, b + chunk_elems);
-    unequal += c.slice(0, b, e).to(at::kCPU).ne(r.slice(0, b, e).to(at::kCPU)).sum().item<int64_t>();
+    at::Tensor cs = c.slice(0, b, e).to(at::kCPU);
+    at::Tensor rs = r.slice(0, b, e).to(at::kCPU);
+    unequal += cs.ne(rs).sum().item<int64_t>();
     add_diffs(chunk_as_double(c, b, e), chunk_as_double(r, b, e), res);
   }
   if (unequal > 0)
     res.fail(verdict_status::incorrect,
-             "output " + std::to_string(index) + " differs: " + std::to_string(unequal) + " of " +
-               std::to_string(n) + " elements not equal (exact comparison for " +
-               dtype_name(ref.scalar_type()) + ")");
+             "output " + std::to_string(index) + " differs: " + std::to_string(unequal) + " of "
+                 + std::to_string(n) + " elements not equal (exact comparison for "
+                 + dtype_name(ref.scalar_type()) + ")");
   return res;
 }
 
@@ -258,7 +458,7 @@ one_output compare_floating(const at::Tensor& cand, const at::Tensor& ref, size_
   int64_t finite = 0;
   double ref_min = inf, ref_max = -inf, ref_sum = 0, ref_absmax = 0;
   double cand_min = inf, cand_max = -inf, err_sq = 0;
-  bool ref_near_zero = true;  // allclose(zeros_like(r), r) would hold
+  bool ref_near_zero = true; // allclose(zeros_like(r), r) would hold
 
   for (int64_t b = 0; b < n; b += chunk_elems) {
     int64_t e = std::min(n, b + chunk_elems);
@@ -316,13 +516,13 @@ one_output compare_floating(const at::Tensor& cand, const at::Tensor& ref, size_
     return res;
   }
   if (not_close > 0) {
-    std::string why = out_name + " differs: max abs diff " + num(res.max_abs) +
-                      " > tolerance (atol " + num(tol.atol) + ", rtol " + num(tol.rtol) + "); " +
-                      std::to_string(not_close) + " of " + std::to_string(n * per_elem) +
-                      " values outside";
+    std::string why = out_name + " differs: max abs diff " + num(res.max_abs)
+                      + " > tolerance (atol " + num(tol.atol) + ", rtol " + num(tol.rtol) + "); "
+                      + std::to_string(not_close) + " of " + std::to_string(n * per_elem)
+                      + " values outside";
     if (worst_at >= 0)
-      why += ", worst at " + unravel(worst_at, ref.sizes()) + ": " + num(worst_c) + " vs " +
-             num(worst_r);
+      why += ", worst at " + unravel(worst_at, ref.sizes()) + ": " + num(worst_c) + " vs "
+             + num(worst_r);
     res.fail(verdict_status::incorrect, why);
     return res;
   }
@@ -348,8 +548,8 @@ one_output compare_floating(const at::Tensor& cand, const at::Tensor& ref, size_
     }
     if (var_sum > 0 && std::sqrt(err_sq) / std::sqrt(var_sum) > low_signal_max_rel_l2)
       res.fail(verdict_status::rejected,
-               out_name + " has low signal (|ref| within tolerance of zero) and the candidate " +
-                 "does not reproduce it");
+               out_name + " has low signal (|ref| within tolerance of zero) and the candidate "
+                   + "does not reproduce it");
   }
   return res;
 }
@@ -373,8 +573,8 @@ output_comparison compare_outputs(const std::string& reference_file,
   if (!cand.problem.empty())
     return reject(cand.problem);
   if (cand.tensors.size() != ref.tensors.size())
-    return reject("output count " + std::to_string(cand.tensors.size()) + ", expected " +
-                  std::to_string(ref.tensors.size()));
+    return reject("output count " + std::to_string(cand.tensors.size()) + ", expected "
+                  + std::to_string(ref.tensors.size()));
 
   // Structure of every output first: a wrong shape anywhere is a broken contract, whatever the
   // numbers of the other outputs.
@@ -387,8 +587,8 @@ output_comparison compare_outputs(const std::string& reference_file,
     if (c.sizes() != r.sizes())
       return reject(name + " has shape " + dims(c.sizes()) + ", expected " + dims(r.sizes()));
     if (c.scalar_type() != r.scalar_type())
-      return reject(name + " has dtype " + dtype_name(c.scalar_type()) + ", expected " +
-                    dtype_name(r.scalar_type()));
+      return reject(name + " has dtype " + dtype_name(c.scalar_type()) + ", expected "
+                    + dtype_name(r.scalar_type()));
   }
 
   res.ok = true;
@@ -401,8 +601,8 @@ output_comparison compare_outputs(const std::string& reference_file,
       try {
         one = is_exact(r.scalar_type()) ? compare_exact(c, r, i) : compare_floating(c, r, i, tol);
       } catch (const c10::Error& e) {
-        one.fail(verdict_status::rejected, "output " + std::to_string(i) + " cannot be compared: " +
-                                             first_line(e.what_without_backtrace()));
+        one.fail(verdict_status::rejected, "output " + std::to_string(i) + " cannot be compared: "
+                                               + first_line(e.what_without_backtrace()));
       }
     }
     res.max_abs_diff.push_back(one.max_abs);

@@ -40,7 +40,7 @@ device_info cpu_device() {
   cpu.name = model + " (" + std::to_string(cores) + (cores == 1 ? " core)" : " cores)");
   // The evaluator's analogue of streaming multiprocessors: how many can work at once.
   cpu.multiprocessors = static_cast<int>(cores);
-  std::string mem = proc_field("/proc/meminfo", "MemTotal");  // "24584232 kB"
+  std::string mem = proc_field("/proc/meminfo", "MemTotal"); // "24584232 kB"
   if (!mem.empty()) {
     try {
       cpu.memory_bytes = std::stoll(mem) * 1024;
@@ -58,7 +58,7 @@ std::vector<device_info> cuda_devices() {
   // cudaErrorNoDevice and leaves the count unwritten: start from 0 and trust only success.
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // do not leave the error behind for the next runtime call
+    cudaGetLastError(); // do not leave the error behind for the next runtime call
     return out;
   }
   for (int i = 0; i < count; ++i) {
@@ -86,7 +86,7 @@ std::vector<device_info> discover_devices() {
   try {
     out = cuda_devices();
   } catch (...) {
-    out.clear();  // "never throws": a broken runtime means no CUDA devices
+    out.clear(); // "never throws": a broken runtime means no CUDA devices
   }
   out.push_back(cpu_device());
   return out;
@@ -103,7 +103,7 @@ std::vector<device_info> select_devices(const std::vector<std::string>& wanted) 
         gpus.push_back(d);
     if (!gpus.empty())
       return gpus;
-    return {all.back()};  // the CPU is always last
+    return {all.back()}; // the CPU is always last
   }
   std::string have;
   for (auto& d : all)

@@ -24,7 +24,7 @@
 // How a child runs (see process.hpp for the contract):
 //
 //   parent: resolve argv[0] on PATH, open the files, build argv/envp arrays   (may allocate)
-//   fork
+//   fork (glibc's _Fork where available)
 //   child:  signals to default, setpgid, PDEATHSIG, stdio, chdir, rlimits,
 //           close every other fd, execve                    (async-signal-safe calls only)
 //           on failure: write {stage, errno} to a CLOEXEC pipe and _exit
@@ -50,23 +50,17 @@ std::string errno_text(int err) {
 /// Owns a file descriptor.
 class unique_fd {
 public:
-  explicit unique_fd(int fd = -1) : fd_(fd) {
-  }
-  ~unique_fd() {
-    reset();
-  }
+  explicit unique_fd(int fd = -1) : fd_(fd) {}
+  ~unique_fd() { reset(); }
   unique_fd(const unique_fd&) = delete;
   unique_fd& operator=(const unique_fd&) = delete;
-  unique_fd(unique_fd&& other) noexcept : fd_(other.release()) {
-  }
+  unique_fd(unique_fd&& other) noexcept : fd_(other.release()) {}
   unique_fd& operator=(unique_fd&& other) noexcept {
     if (this != &other)
       reset(other.release());
     return *this;
   }
-  int get() const {
-    return fd_;
-  }
+  int get() const { return fd_; }
   int release() {
     int fd = fd_;
     fd_ = -1;
@@ -131,7 +125,7 @@ std::optional<std::string> resolve_program(const std::string& name, std::string&
       end = path.size();
     std::string dir = path.substr(begin, end - begin);
     if (dir.empty())
-      dir = ".";  // an empty PATH entry means the current directory
+      dir = "."; // an empty PATH entry means the current directory
     std::string candidate = dir + "/" + name;
     if (is_executable_file(candidate))
       return candidate.front() == '/' ? candidate : current_dir() + "/" + candidate;
@@ -214,7 +208,7 @@ void close_range_from(unsigned first, unsigned last, int max_fd) {
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   for (int sig = 1; sig < NSIG; ++sig)
-    ::sigaction(sig, &dfl, nullptr);  // fails harmlessly for SIGKILL, SIGSTOP, libc-internal ones
+    ::sigaction(sig, &dfl, nullptr); // fails harmlessly for SIGKILL, SIGSTOP, libc-internal ones
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -258,7 +252,7 @@ bool wait_exited(pid_t pid, int pidfd, std::optional<clock_type::time_point> dea
     if (rc == 0 && info.si_pid == pid)
       return true;
     if (rc != 0 && errno == ECHILD)
-      return true;  // already reaped behind our back (SIGCHLD set to SIG_IGN): it is gone
+      return true; // already reaped behind our back (SIGCHLD set to SIG_IGN): it is gone
     int wait_ms = -1;
     if (deadline) {
       auto left = *deadline - clock_type::now();
@@ -270,7 +264,7 @@ bool wait_exited(pid_t pid, int pidfd, std::optional<clock_type::time_point> dea
     if (pidfd >= 0) {
       // The pidfd becomes readable when the process exits: no polling loop, no wakeups.
       pollfd pfd{pidfd, POLLIN, 0};
-      ::poll(&pfd, 1, wait_ms);  // EINTR or a wakeup: check again above
+      ::poll(&pfd, 1, wait_ms); // EINTR or a wakeup: check again above
       continue;
     }
     long ns = nap_ns;
@@ -325,7 +319,7 @@ bool group_has_live_member(pid_t pgid) {
 // reaped here: wait (bounded) until none of them is still running.
 void wait_group_gone(pid_t pgid) {
   if (::kill(-pgid, 0) != 0)
-    return;  // ESRCH: nothing left, the usual case
+    return; // ESRCH: nothing left, the usual case
   auto deadline = clock_type::now() + std::chrono::seconds(2);
   while (group_has_live_member(pgid) && clock_type::now() < deadline) {
     ::kill(-pgid, SIGKILL);
@@ -420,13 +414,20 @@ process_result run_process(const process_options& opts) {
     auto wanted = static_cast<rlim_t>(opts.memory_limit_bytes);
     plan.limit_memory = true;
     plan.memory.rlim_max = current.rlim_max;
-    plan.memory.rlim_cur = current.rlim_max == RLIM_INFINITY ? wanted
-                                                              : std::min(wanted, current.rlim_max);
+    plan.memory.rlim_cur =
+        current.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, current.rlim_max);
   }
   long open_max = ::sysconf(_SC_OPEN_MAX);
   plan.max_fd = static_cast<int>(std::clamp<long>(open_max, 1024, 65536));
 
+  // glibc's _Fork skips the atfork handlers, which libraries of the daemon install (OpenBLAS
+  // shuts its thread pool down in one) and which are not async-signal-safe; the child only
+  // makes system calls before execve, so it needs none of them.
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+  pid_t pid = ::_Fork();
+#else
   pid_t pid = ::fork();
+#endif
   if (pid < 0) {
     res.error = "cannot start '" + name + "': fork: " + errno_text(errno);
     return finish();
@@ -438,8 +439,8 @@ process_result run_process(const process_options& opts) {
   child_report report;
   size_t got = 0;
   while (got < sizeof report) {
-    ssize_t n = ::read(report_read.get(), reinterpret_cast<char*>(&report) + got,
-                       sizeof report - got);
+    ssize_t n =
+        ::read(report_read.get(), reinterpret_cast<char*>(&report) + got, sizeof report - got);
     if (n > 0)
       got += static_cast<size_t>(n);
     else if (n == 0 || errno != EINTR)
@@ -505,8 +506,8 @@ std::string tail_of_file(const std::string& path, size_t max_bytes) {
   std::string out(std::min(size, max_bytes), '\0');
   size_t got = 0;
   while (got < out.size()) {
-    ssize_t n = ::pread(fd.get(), out.data() + got, out.size() - got,
-                        static_cast<off_t>(offset + got));
+    ssize_t n =
+        ::pread(fd.get(), out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
     if (n > 0)
       got += static_cast<size_t>(n);
     else if (n == 0 || errno != EINTR)

@@ -19,8 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct candidate {
-  std::string label;  ///< what the user would call it: `python3` or the configured value
-  std::string path;   ///< what we run
+  std::string label; ///< what the user would call it: `python3` or the configured value
+  std::string path;  ///< what we run
 };
 
 bool is_executable_file(const std::string& path) {
@@ -45,7 +45,7 @@ std::vector<std::string> all_on_path(const std::string& name) {
     std::string dir = path.substr(begin, end - begin);
     begin = end + 1;
     if (dir.empty() || dir.front() != '/')
-      continue;  // relative PATH entries would depend on the runner's working directory
+      continue; // relative PATH entries would depend on the runner's working directory
     std::string file = dir + "/" + name;
     if (is_executable_file(file))
       out.push_back(file);

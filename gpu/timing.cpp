@@ -31,8 +31,8 @@ timing_stats summarize(std::vector<double> samples_ms) {
   out.median_ms = quantile_sorted(samples_ms, 0.5);
   out.p10_ms = quantile_sorted(samples_ms, 0.1);
   out.p90_ms = quantile_sorted(samples_ms, 0.9);
-  out.mean_ms = std::accumulate(samples_ms.begin(), samples_ms.end(), 0.0) /
-                static_cast<double>(samples_ms.size());
+  out.mean_ms = std::accumulate(samples_ms.begin(), samples_ms.end(), 0.0)
+                / static_cast<double>(samples_ms.size());
   return out;
 }
 
@@ -46,14 +46,14 @@ double median_ci_rel(std::vector<double> samples_ms) {
   // n/2 -+ 1.96 * sqrt(n)/2 brackets it with ~95% probability whatever the distribution.
   double half = 0.98 * std::sqrt(static_cast<double>(n));
   double mid = static_cast<double>(n) / 2;
-  auto lo_rank = static_cast<long>(std::floor(mid - half));  // 1-based ranks
+  auto lo_rank = static_cast<long>(std::floor(mid - half)); // 1-based ranks
   auto hi_rank = static_cast<long>(std::ceil(mid + half));
   lo_rank = std::clamp<long>(lo_rank, 1, static_cast<long>(n));
   hi_rank = std::clamp<long>(hi_rank, 1, static_cast<long>(n));
   double width = samples_ms[hi_rank - 1] - samples_ms[lo_rank - 1];
   double median = quantile_sorted(samples_ms, 0.5);
   if (!(median > 0))
-    return width == 0 ? 0.0 : 1.0;  // times are positive; anything else cannot be trusted
+    return width == 0 ? 0.0 : 1.0; // times are positive; anything else cannot be trusted
   return width / 2 / median;
 }
 

@@ -1,5 +1,7 @@
 #include "prompts/extract.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <regex>
 
 namespace kiln {
@@ -220,7 +222,11 @@ std::vector<std::string> extract_ideas(std::string_view reply, size_t max) {
   auto finish = [&] {
     if (open) {
       auto idea = strip_bold(current);
-      if (!idea.empty())
+      // A rule line such as `* * *` is a list marker with nothing to say.
+      bool has_word = std::any_of(idea.begin(), idea.end(), [](unsigned char c) {
+        return std::isalnum(c) || c >= 0x80;
+      });
+      if (has_word)
         ideas.push_back(std::move(idea));
     }
     current.clear();
@@ -254,7 +260,7 @@ std::vector<std::string> extract_ideas(std::string_view reply, size_t max) {
       continue;
     if (open && indent > 0) {
       current += ' ';
-      current += item ? std::string{t} : std::string{t};
+      current += item ? std::string{*item} : std::string{t};
       continue;
     }
     finish(); // unindented prose ends the list item

@@ -344,4 +344,11 @@ def _enough(samples, t_sampling, min_samples, max_samples, max_ns, target_ci, pi
 
 
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv))
+    _code = _main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # result.json is written: leave at once, so that a candidate's atexit hooks, non-daemon
+    # threads or teardown crashes can neither hang the runner nor change its exit status.
+    import os
+
+    os._exit(_code)

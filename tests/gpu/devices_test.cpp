@@ -29,7 +29,7 @@ TEST_CASE("discover_devices lists the CPU last, once", "[devices]") {
 
 TEST_CASE("discover_devices without a GPU finds only the CPU", "[devices]") {
   if (host_has_gpu())
-    return;  // nothing to check on a GPU host
+    return; // nothing to check on a GPU host
   auto devices = kiln::discover_devices();
   REQUIRE(devices.size() == 1);
   CHECK(devices.front().id == "cpu");

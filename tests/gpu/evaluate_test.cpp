@@ -7,6 +7,7 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -50,13 +51,23 @@ kiln::eval_settings test_settings(const std::string& work_dir) {
 }
 
 /// One engine for most cases, so the reference is timed once for all of them (as in a run).
+/// Its folder is per process: ctest runs the cases in parallel processes.
 kiln::evaluation_engine& shared_engine() {
-  static auto engine = [] {
-    auto dir = std::string{KILN_TEST_TMP} + "/evaluate";
-    fs::remove_all(dir);
-    return std::make_unique<kiln::evaluation_engine>(test_settings(dir));
-  }();
-  return *engine;
+  struct owner {
+    std::string dir = std::string{KILN_TEST_TMP} + "/evaluate/" + std::to_string(::getpid());
+    std::unique_ptr<kiln::evaluation_engine> engine;
+    owner() {
+      fs::remove_all(dir);
+      engine = std::make_unique<kiln::evaluation_engine>(test_settings(dir));
+    }
+    ~owner() {
+      engine.reset();
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  };
+  static owner o;
+  return *o.engine;
 }
 
 kiln::verdict evaluate(kiln::evaluation_engine& engine, const std::string& candidate,
@@ -91,9 +102,10 @@ TEST_CASE("an honest rewrite is correct and timed against the reference") {
   INFO(v.reason << "\n" << v.stderr_tail);
   REQUIRE(v.status == verdict_status::correct);
   CHECK(v.speedup > 0);
-  CHECK(v.candidate.n >= 5);
+  // min_samples is 5, but the 0.3 s cap may stop a slow machine at the floor of 3.
+  CHECK(v.candidate.n >= 3);
   CHECK(v.candidate.median_ms > 0);
-  CHECK(v.reference.n >= 5);
+  CHECK(v.reference.n >= 3);
   CHECK(v.reference.median_ms > 0);
   CHECK(v.max_abs_diff.size() == 1);
   CHECK(v.max_abs_diff.at(0) <= 1e-2);
@@ -141,7 +153,7 @@ TEST_CASE("a module without ModelNew is a compile error") {
 }
 
 TEST_CASE("a candidate that never returns times out") {
-  auto v = evaluate(shared_engine(), "mlp_hang.py", 5);
+  auto v = evaluate(shared_engine(), "mlp_hang.py", 4);
   INFO(v.reason);
   CHECK(v.status == verdict_status::timeout);
   CHECK(v.wall_ms < 30000);

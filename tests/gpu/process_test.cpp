@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gpu/process.hpp"
+#include "gpu/python.hpp"
 
 namespace fs = std::filesystem;
 using kiln::process_options;
@@ -64,8 +65,8 @@ std::vector<int> live_members(int pgid) {
     char state = 0;
     int ppid = 0;
     int pgrp = 0;
-    if (std::sscanf(stat.c_str() + paren + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 &&
-        pgrp == pgid && state != 'Z' && state != 'X')
+    if (std::sscanf(stat.c_str() + paren + 1, " %c %d %d", &state, &ppid, &pgrp) == 3
+        && pgrp == pgid && state != 'Z' && state != 'X')
       out.push_back(std::atoi(e->d_name));
   }
   closedir(proc);
@@ -107,7 +108,7 @@ TEST_CASE("run_process can send both streams to one file", "[process]") {
 TEST_CASE("the child sees exactly the environment it was given", "[process]") {
   auto dir = scratch("env");
   process_options opts;
-  opts.argv = {"env"};  // found on the parent's PATH: the child's env has no PATH at all
+  opts.argv = {"env"}; // found on the parent's PATH: the child's env has no PATH at all
   opts.env = {"KILN_A=1", "KILN_B=two words"};
   opts.stdout_path = dir + "/out.txt";
   opts.stderr_path = dir + "/err.txt";
@@ -137,7 +138,7 @@ TEST_CASE("the child gets no core dumps and the memory limit", "[process]") {
   auto opts = shell("ulimit -c; ulimit -v", dir);
   opts.memory_limit_bytes = 512L << 20;
   REQUIRE(run_process(opts).exit_code == 0);
-  CHECK(slurp(opts.stdout_path) == "0\n524288\n");  // ulimit -v counts KiB
+  CHECK(slurp(opts.stdout_path) == "0\n524288\n"); // ulimit -v counts KiB
 }
 
 TEST_CASE("a timeout terminates the child within timeout plus grace", "[process]") {
@@ -177,7 +178,7 @@ TEST_CASE("no process of the group survives a timeout", "[process]") {
   CHECK(live_members(pgid).empty());
   errno = 0;
   bool gone = kill(-pgid, 0) != 0 && errno == ESRCH;
-  CHECK((gone || live_members(pgid).empty()));  // zombies may wait for init to reap them
+  CHECK((gone || live_members(pgid).empty())); // zombies may wait for init to reap them
 }
 
 TEST_CASE("no process of the group survives its leader's normal exit", "[process]") {
@@ -241,10 +242,10 @@ TEST_CASE("run_process works from several threads at once", "[process]") {
   std::vector<process_result> results(n);
   std::vector<process_options> opts;
   for (int i = 0; i < n; ++i) {
-    auto o = shell("echo thread-" + std::to_string(i) + "; sleep 0.2; exit " + std::to_string(10 + i),
-                   dir);
-    o.stdout_path = dir + "/out" + std::to_string(i) + ".txt";
-    o.stderr_path = dir + "/err" + std::to_string(i) + ".txt";
+    std::string id = std::to_string(i);
+    auto o = shell("echo thread-" + id + "; sleep 0.2; exit " + std::to_string(10 + i), dir);
+    o.stdout_path = dir + "/out" + id + ".txt";
+    o.stderr_path = dir + "/err" + id + ".txt";
     opts.push_back(o);
   }
   std::vector<std::thread> threads;
@@ -270,4 +271,34 @@ TEST_CASE("tail_of_file returns the end of a file", "[process]") {
   std::ofstream(path) << "ab\xC3\xA9xy";
   CHECK(kiln::tail_of_file(path, 3) == "xy");
   CHECK(kiln::tail_of_file(path, 4) == "\xC3\xA9xy");
+}
+
+TEST_CASE("find_python picks an interpreter that imports torch", "[python]") {
+  std::string py = kiln::find_python("");
+  CHECK_FALSE(py.empty());
+  // Whatever it found must really import torch (on Debian: /usr/bin/python3, not pyenv's).
+  auto dir = scratch("python");
+  process_options opts;
+  opts.argv = {py, "-c", "import torch"};
+  opts.env = {"PATH=/usr/bin:/bin", "HOME=/tmp"};
+  opts.stdout_path = dir + "/out.txt";
+  opts.stderr_path = dir + "/err.txt";
+  opts.timeout_s = 60;
+  CHECK(run_process(opts).exit_code == 0);
+  CHECK(kiln::find_python("") == py); // cached
+  CHECK(kiln::find_python("/usr/bin/python3") == "/usr/bin/python3");
+}
+
+TEST_CASE("find_python says what it tried", "[python]") {
+  CHECK_THROWS_WITH(kiln::find_python("/nonexistent/python3"),
+                    Catch::Contains("/nonexistent/python3"));
+  // An interpreter that runs but has no torch.
+  auto dir = scratch("fake-python");
+  std::string fake = dir + "/python3";
+  std::ofstream(fake)
+      << "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n";
+  fs::permissions(fake, fs::perms::owner_all);
+  CHECK_THROWS_WITH(kiln::find_python(fake), Catch::Contains(fake)
+                                                 && Catch::Contains("cannot import torch")
+                                                 && Catch::Contains("No module named 'torch'"));
 }

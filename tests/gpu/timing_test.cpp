@@ -62,7 +62,7 @@ TEST_CASE("median_ci_rel shrinks as samples accumulate", "[timing]") {
   CHECK(ci20 > ci200);
   CHECK(ci200 > ci2000);
   CHECK(ci2000 > 0);
-  CHECK(ci2000 < 0.01);  // uniform over 20% of the median: the CI is about 0.2 * 2 / sqrt(n)
+  CHECK(ci2000 < 0.01); // uniform over 20% of the median: the CI is about 0.2 * 2 / sqrt(n)
 }
 
 TEST_CASE("median_ci_rel uses the order statistics around the median", "[timing]") {

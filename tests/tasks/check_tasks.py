@@ -30,7 +30,12 @@ import sys
 import time
 import traceback
 
-import torch
+# Idle OpenMP threads sleep instead of spin-waiting. On a small shared machine (2 cores, builds
+# running next to us) spinning threads fight each other and per-call times inflate 10-20x, which
+# says nothing about the task. Must be set before torch (libgomp) loads; an explicit setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
 
 # Tasks whose Model keeps state between calls (the n-th output depends on earlier calls).
 STATEFUL = {"7_RunningMean"}

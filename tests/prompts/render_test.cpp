@@ -1,0 +1,156 @@
+// Rendering prompts: slots filled from an agent request, the built-in templates and the fixed
+// markers that the rules provider reads back.
+
+#include <catch2/catch.hpp>
+
+#include <stdexcept>
+
+#include "prompts/render.hpp"
+#include "prompts/templates.hpp"
+
+using namespace kiln;
+
+namespace {
+
+agent_request full_request(prompt_kind kind) {
+  agent_request req;
+  req.kind = kind;
+  req.task.name = "9_Toy";
+  req.task.path = "/tasks/9_Toy.py";
+  req.task.source = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+                    "    def forward(self, x):\n        return x * 2\n";
+  req.idea = "cuda_graph: capture the forward once and replay it";
+  req.code = "class ModelNew(nn.Module):\n    pass\n";
+  req.last.status = verdict_status::incorrect;
+  req.last.reason = "output 0 differs";
+  req.last.stdout_tail = "hello from stdout";
+  req.last.stderr_tail = "Traceback: boom";
+  req.last.max_abs_diff = {0.31, 2.0};
+  req.last.max_rel_diff = {0.02, 0.5};
+  req.facts.device = "cuda:0";
+  req.facts.device_name = "NVIDIA H200";
+  req.facts.torch_version = "2.11.0";
+  req.facts.cuda = true;
+  req.facts.triton = true;
+  req.facts.compile = true;
+  req.facts.cpu_threads = 16;
+  req.facts.multiprocessors = 132;
+  req.facts.memory_bytes = int64_t{141} * 1024 * 1024 * 1024;
+  req.facts.capability = "9.0";
+  req.max_ideas = 7;
+  return req;
+}
+
+bool has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+} // namespace
+
+TEST_CASE("render_template fills every slot once, in a single pass") {
+  auto out = render_template("a {{x}} b {{ y }} c {{x}}", {{"x", "1"}, {"y", "{{x}}"}});
+  // The value of y contains slot syntax; it must arrive verbatim, not be expanded again.
+  CHECK(out == "a 1 b {{x}} c 1");
+}
+
+TEST_CASE("render_template rejects a slot it has no value for") {
+  try {
+    render_template("hello {{nobody}}", {{"x", "1"}});
+    FAIL("expected std::invalid_argument");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string{e.what()} == "template uses unknown slot 'nobody'");
+  }
+}
+
+TEST_CASE("render_template leaves braces that are not slots alone") {
+  // A C++ initialiser or a Python dict-in-f-string in a custom template is not a slot.
+  auto out = render_template("int a{{1, 2}}; {{ }} {{x-y}} {{{x}}} {x}", {{"x", "v"}});
+  CHECK(out == "int a{{1, 2}}; {{ }} {{x-y}} {v} {x}");
+}
+
+TEST_CASE("template_slots lists names in order of first use") {
+  auto names = template_slots("{{b}} {{ a }} {{b}} {{c}} {{1x}} {{a}}");
+  CHECK(names == std::vector<std::string>{"b", "a", "c"});
+}
+
+TEST_CASE("request_slots renders the verdict and the device facts") {
+  auto slots = request_slots(full_request(prompt_kind::fix));
+  CHECK(slots.at("status") == "incorrect");
+  CHECK(slots.at("diffs")
+        == "output 0: max abs diff 0.31, max rel diff 0.02\n"
+           "output 1: max abs diff 2, max rel diff 0.5");
+  CHECK(slots.at("device_facts")
+        == "- device: cuda:0 (NVIDIA H200)\n- torch: 2.11.0\n- cuda: yes\n- triton: yes\n"
+           "- torch.compile: yes\n- threads: 16\n- multiprocessors: 132\n- memory: 141.0 GiB\n"
+           "- capability: 9.0");
+  CHECK(slots.at("max_ideas") == "7");
+  CHECK(slots.at("task") == "9_Toy");
+  CHECK(slots.at("example_candidate").find("class ModelNew") != std::string::npos);
+}
+
+TEST_CASE("request_slots on a CPU runner and an empty verdict") {
+  agent_request req;
+  req.facts.device = "cpu";
+  req.facts.torch_version = "1.13.0";
+  req.facts.cpu_threads = 2;
+  auto slots = request_slots(req);
+  CHECK(slots.at("device_facts")
+        == "- device: cpu\n- torch: 1.13.0\n- cuda: no\n- triton: no\n- torch.compile: no\n"
+           "- threads: 2");
+  CHECK(slots.at("diffs") == "(none)");
+  CHECK(slots.at("stderr_tail") == "(empty)");
+}
+
+TEST_CASE("every built-in template renders and carries the fixed markers") {
+  for (auto kind : {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve,
+                    prompt_kind::fix}) {
+    INFO("kind " << to_string(kind));
+    auto req = full_request(kind);
+    auto text = render_request(req);
+    CHECK_FALSE(has(text, "{{"));
+    CHECK(has(text, "### Reference program\n```python\n" + req.task.source));
+    CHECK(has(text, "### Device\n- device: cuda:0 (NVIDIA H200)\n- torch: 2.11.0\n- cuda: yes\n"
+                    "- triton: yes\n- torch.compile: yes\n- threads: 16\n"));
+    if (kind == prompt_kind::brainstorm) {
+      CHECK(has(text, "at most 7"));
+      continue;
+    }
+    CHECK(has(text, "class ModelNew"));
+    CHECK(has(text, "load_inline"));
+    CHECK(has(text, "```python"));
+    // The worked example sits under its own heading, before the task's reference program, so
+    // the first python block after `### Reference program` is always the task.
+    auto example = text.find("### Example");
+    REQUIRE(example != std::string::npos);
+    CHECK(example < text.find("### Reference program"));
+    CHECK(has(text, std::string{example_reference()}));
+    if (kind == prompt_kind::optimize)
+      CHECK(has(text, "### Idea\n" + req.idea + "\n"));
+    if (kind == prompt_kind::improve || kind == prompt_kind::fix)
+      CHECK(has(text, "### Current program\n```python\n" + req.code));
+    if (kind == prompt_kind::fix) {
+      CHECK(has(text, "- status: incorrect"));
+      CHECK(has(text, "output 0: max abs diff 0.31, max rel diff 0.02"));
+      CHECK(has(text, "hello from stdout"));
+      CHECK(has(text, "Traceback: boom"));
+    }
+  }
+}
+
+TEST_CASE("an override template is used instead of the built-in one") {
+  auto req = full_request(prompt_kind::optimize);
+  CHECK(render_request(req, "Do {{idea}} for {{task}}")
+        == "Do cuda_graph: capture the forward once and replay it for 9_Toy");
+  CHECK_THROWS_AS(render_request(req, "{{nope}}"), std::invalid_argument);
+}
+
+TEST_CASE("a default request renders with every built-in template") {
+  // The agent validates custom templates by rendering an empty request; the built-ins must
+  // pass the same check.
+  for (auto kind : {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve,
+                    prompt_kind::fix}) {
+    agent_request req;
+    req.kind = kind;
+    CHECK_NOTHROW(render_request(req));
+  }
+}
