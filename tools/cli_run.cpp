@@ -3,7 +3,8 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
-#include <pthread.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -38,30 +39,33 @@ void setup_logging(const std::string& dir, const std::string& level) {
   spdlog::set_default_logger(logger);
 }
 
-/// Turns SIGINT/SIGTERM into a clean stop of the supervisor; a second signal ends the
-/// process at once (runners die with it, the archive is consistent after every event).
+int signal_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int sig) {
+  char c = static_cast<char>(sig);
+  // Only async-signal-safe work here: hand the signal to the watcher thread.
+  [[maybe_unused]] auto n = ::write(signal_pipe[1], &c, 1);
+}
+
+/// Turns SIGINT/SIGTERM into a clean stop of the supervisor; a second signal ends the process
+/// at once (runners die with it, the archive is consistent after every event). A handler, not
+/// sigwait: libraries (OpenBLAS) start threads before main, so no signal mask covers them all.
 class signal_watch {
 public:
-  /// Blocks the signals in the calling thread; call before any other thread exists so that
-  /// every thread inherits the mask and only the watcher receives them.
-  static sigset_t block() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGUSR1);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    return set;
-  }
-
   explicit signal_watch(std::function<void()> on_signal) {
-    auto set = block();
-    thread_ = std::thread([set, on_signal] {
+    if (::pipe2(signal_pipe, O_CLOEXEC) != 0)
+      throw std::runtime_error("cannot create the signal pipe");
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    // Also when a shell started kiln in the background with SIGINT ignored.
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    thread_ = std::thread([on_signal] {
       int seen = 0;
-      for (;;) {
-        int sig = 0;
-        if (sigwait(&set, &sig) != 0 || sig == SIGUSR1)
-          return;
+      char c = 0;
+      while (::read(signal_pipe[0], &c, 1) == 1 && c != 0) {
         if (++seen > 1) {
           std::fprintf(stderr, "kiln: second signal, exiting now\n");
           std::_Exit(130);
@@ -72,8 +76,13 @@ public:
     });
   }
   ~signal_watch() {
-    pthread_kill(thread_.native_handle(), SIGUSR1);
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    char c = 0;
+    [[maybe_unused]] auto n = ::write(signal_pipe[1], &c, 1);
     thread_.join();
+    ::close(signal_pipe[0]);
+    ::close(signal_pipe[1]);
   }
 
 private:
@@ -83,7 +92,9 @@ private:
 void print_progress(const task_progress& p, bool ended) {
   static std::mutex mx;
   std::lock_guard<std::mutex> guard{mx};
-  auto what = ended ? std::string{"done"} : "phase " + std::to_string(p.phase);
+  auto what = ended          ? std::string{"done"}
+              : p.phase < 0 ? std::string{"ideas"}
+                            : "phase " + std::to_string(p.phase);
   std::fprintf(stderr, "kiln: %-24s %-8s queries %lld/%lld  evals %lld (%lld correct)  best %.3fx\n",
                p.task.c_str(), what.c_str(), static_cast<long long>(p.queries),
                static_cast<long long>(p.query_limit), static_cast<long long>(p.evaluations),
@@ -128,7 +139,6 @@ int run(const run_args& args) {
   auto query_limit = plan.cfg.budget.queries_per_task;
   plan.on_progress = print_progress;
 
-  signal_watch::block();
   caf::actor_system_config cfg;
   add_message_types(cfg);
   cfg.set("scheduler.max-threads", std::max(2u, std::thread::hardware_concurrency()));
