@@ -19,9 +19,8 @@ struct agent_state {
   llm_gateway_actor llm;
 };
 
-agent_actor::behavior_type agent(agent_actor::stateful_pointer<agent_state> self,
-                                 agent_config role, std::string template_text,
-                                 llm_gateway_actor llm);
+agent_actor::behavior_type agent(agent_actor::stateful_pointer<agent_state> self, agent_config role,
+                                 std::string template_text, llm_gateway_actor llm);
 
 /// Reads a role's template file (if it names one) and checks its slots, so that a bad
 /// template fails the run at start. Throws std::runtime_error naming the role and file.

@@ -202,8 +202,7 @@ void bind_candidate_columns(sqlite::statement& st, const candidate_record& x, do
 
 /// Runs one write; a failure is logged and counted, and the actor keeps going: losing one row
 /// is better than losing the run.
-template <class F>
-void guarded(archive_state& st, const char* table, F&& write) {
+template <class F> void guarded(archive_state& st, const char* table, F&& write) {
   try {
     if (!st.db.is_open())
       throw std::runtime_error("the archive is not open");
@@ -217,13 +216,11 @@ void guarded(archive_state& st, const char* table, F&& write) {
   } catch (const std::exception& e) {
     ++st.failed;
     ++st.failing_since;
-    if (st.failing_since <= failures_logged_in_full
-        || st.failing_since % failure_log_every == 0)
+    if (st.failing_since <= failures_logged_in_full || st.failing_since % failure_log_every == 0)
       spdlog::error("archive: cannot write to table {} of {} ({} failed in a row): {}", table,
                     st.path, st.failing_since, e.what());
     if (st.failing_since == failures_logged_in_full)
-      spdlog::error("archive: further write errors are logged once every {}",
-                    failure_log_every);
+      spdlog::error("archive: further write errors are logged once every {}", failure_log_every);
   }
 }
 
@@ -257,8 +254,8 @@ sqlite::database open_archive(const std::string& path) {
     db.exec(meta_sql);
     auto version = db.query_text("SELECT value FROM meta WHERE key = 'schema_version'");
     if (!version.empty() && version != schema_version)
-      throw std::runtime_error(fmt::format("it has schema version {}, this kiln writes {}",
-                                           version, schema_version));
+      throw std::runtime_error(
+          fmt::format("it has schema version {}, this kiln writes {}", version, schema_version));
     db.exec(schema_sql);
     auto meta = db.prepare("INSERT OR IGNORE INTO meta (key, value) VALUES (?1, ?2)");
     meta.bind_text(1, "schema_version");
@@ -424,13 +421,13 @@ archive_actor::behavior_type archive(archive_actor::stateful_pointer<archive_sta
   // No exit handler: the default one quits on any non-normal exit, and the state's destructor
   // (run on every exit path) checkpoints and closes the file.
   return {
-    [self](put_atom, const llm_call_record& x) { self->state.put(x); },
-    [self](put_atom, const candidate_record& x) { self->state.put(x); },
-    [self](put_atom, const budget_event& x) { self->state.put(x); },
-    [self](put_atom, const task_result& x) { self->state.put(x); },
-    // Every write commits before its handler returns and the mailbox is handled in order, so
-    // reaching this message means everything sent before it is on disk.
-    [](flush_atom) { return ok_atom::value; },
+      [self](put_atom, const llm_call_record& x) { self->state.put(x); },
+      [self](put_atom, const candidate_record& x) { self->state.put(x); },
+      [self](put_atom, const budget_event& x) { self->state.put(x); },
+      [self](put_atom, const task_result& x) { self->state.put(x); },
+      // Every write commits before its handler returns and the mailbox is handled in order, so
+      // reaching this message means everything sent before it is on disk.
+      [](flush_atom) { return ok_atom::value; },
   };
 }
 

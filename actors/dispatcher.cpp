@@ -20,29 +20,29 @@ void run_on(self_ptr self, size_t index, dispatcher_state::pending p) {
   auto handle = slot.handle;
   auto job = p.job;
   self->request(handle, defaults::request_timeout, eval_atom::value, std::move(job))
-    .then(
-      [self, index, p](verdict& v) mutable {
-        self->state.slots[index].busy = false;
-        p.promise.deliver(std::move(v));
-        pump(self);
-      },
-      [self, index, handle, p](caf::error& err) mutable {
-        auto& s = self->state.slots[index];
-        if (s.handle == handle) {
-          s.busy = false;
-          // A dead evaluator is replaced by the supervisor; until then the slot is empty.
-          s.handle = nullptr;
-        }
-        if (p.requeued == 0) {
-          spdlog::warn("dispatcher: evaluator {} failed on {} ({}); requeueing once", index,
-                       p.job.candidate_id, render(err));
-          ++p.requeued;
-          self->state.queue.push_front(std::move(p));
-        } else {
-          p.promise.deliver(std::move(err));
-        }
-        pump(self);
-      });
+      .then(
+          [self, index, p](verdict& v) mutable {
+            self->state.slots[index].busy = false;
+            p.promise.deliver(std::move(v));
+            pump(self);
+          },
+          [self, index, handle, p](caf::error& err) mutable {
+            auto& s = self->state.slots[index];
+            if (s.handle == handle) {
+              s.busy = false;
+              // A dead evaluator is replaced by the supervisor; until then the slot is empty.
+              s.handle = nullptr;
+            }
+            if (p.requeued == 0) {
+              spdlog::warn("dispatcher: evaluator {} failed on {} ({}); requeueing once", index,
+                           p.job.candidate_id, render(err));
+              ++p.requeued;
+              self->state.queue.push_front(std::move(p));
+            } else {
+              p.promise.deliver(std::move(err));
+            }
+            pump(self);
+          });
 }
 
 void pump(self_ptr self) {
@@ -62,20 +62,20 @@ void ask_facts(self_ptr self) {
     if (!s.handle)
       continue;
     self->request(s.handle, defaults::request_timeout, facts_atom::value)
-      .then(
-        [self](runner_facts& f) {
-          auto& st = self->state;
-          st.facts = f;
-          st.have_facts = true;
-          for (auto& rp : st.facts_waiting)
-            rp.deliver(f);
-          st.facts_waiting.clear();
-        },
-        [self](caf::error& err) {
-          for (auto& rp : self->state.facts_waiting)
-            rp.deliver(err);
-          self->state.facts_waiting.clear();
-        });
+        .then(
+            [self](runner_facts& f) {
+              auto& st = self->state;
+              st.facts = f;
+              st.have_facts = true;
+              for (auto& rp : st.facts_waiting)
+                rp.deliver(f);
+              st.facts_waiting.clear();
+            },
+            [self](caf::error& err) {
+              for (auto& rp : self->state.facts_waiting)
+                rp.deliver(err);
+              self->state.facts_waiting.clear();
+            });
     return;
   }
 }
@@ -86,34 +86,34 @@ dispatcher_actor::behavior_type
 dispatcher(dispatcher_actor::stateful_pointer<dispatcher_state> self, size_t slots) {
   self->state.slots.resize(slots);
   return {
-    [self](eval_atom, eval_job& job) -> caf::result<verdict> {
-      auto rp = self->make_response_promise<verdict>();
-      self->state.queue.push_back({std::move(job), rp, 0});
-      pump(self);
-      return rp;
-    },
-    [self](facts_atom) -> caf::result<runner_facts> {
-      auto& st = self->state;
-      if (st.have_facts)
-        return st.facts;
-      auto rp = self->make_response_promise<runner_facts>();
-      bool first = st.facts_waiting.empty();
-      st.facts_waiting.push_back(rp);
-      if (first)
-        ask_facts(self);
-      return rp;
-    },
-    [self](put_atom, int32_t index, evaluator_actor& handle) {
-      auto& st = self->state;
-      if (index < 0)
-        return;
-      if (static_cast<size_t>(index) >= st.slots.size())
-        st.slots.resize(static_cast<size_t>(index) + 1);
-      st.slots[static_cast<size_t>(index)] = {std::move(handle), false};
-      if (!st.facts_waiting.empty())
-        ask_facts(self);
-      pump(self);
-    },
+      [self](eval_atom, eval_job& job) -> caf::result<verdict> {
+        auto rp = self->make_response_promise<verdict>();
+        self->state.queue.push_back({std::move(job), rp, 0});
+        pump(self);
+        return rp;
+      },
+      [self](facts_atom) -> caf::result<runner_facts> {
+        auto& st = self->state;
+        if (st.have_facts)
+          return st.facts;
+        auto rp = self->make_response_promise<runner_facts>();
+        bool first = st.facts_waiting.empty();
+        st.facts_waiting.push_back(rp);
+        if (first)
+          ask_facts(self);
+        return rp;
+      },
+      [self](put_atom, int32_t index, evaluator_actor& handle) {
+        auto& st = self->state;
+        if (index < 0)
+          return;
+        if (static_cast<size_t>(index) >= st.slots.size())
+          st.slots.resize(static_cast<size_t>(index) + 1);
+        st.slots[static_cast<size_t>(index)] = {std::move(handle), false};
+        if (!st.facts_waiting.empty())
+          ask_facts(self);
+        pump(self);
+      },
   };
 }
 

@@ -18,21 +18,20 @@ uint64_t evaluation_seed(uint64_t run_seed, const std::string& candidate_id) {
   return z ^ (z >> 31);
 }
 
-evaluator_actor::behavior_type
-evaluator(evaluator_actor::stateful_pointer<evaluator_state> self, eval_settings settings,
-          uint64_t seed) {
+evaluator_actor::behavior_type evaluator(evaluator_actor::stateful_pointer<evaluator_state> self,
+                                         eval_settings settings, uint64_t seed) {
   self->state.seed = seed;
   self->state.engine = std::make_unique<evaluation_engine>(std::move(settings));
   return {
-    [self](eval_atom, const eval_job& job) -> verdict {
-      auto& st = self->state;
-      auto v = st.engine->evaluate(job, evaluation_seed(st.seed, job.candidate_id));
-      ++st.evaluations;
-      spdlog::info("evaluator {}: {} -> {} ({}) in {:.0f} ms", st.engine->settings().device,
-                   job.candidate_id, to_string(v.status), v.reason, v.wall_ms);
-      return v;
-    },
-    [self](facts_atom) -> runner_facts { return self->state.engine->facts(); },
+      [self](eval_atom, const eval_job& job) -> verdict {
+        auto& st = self->state;
+        auto v = st.engine->evaluate(job, evaluation_seed(st.seed, job.candidate_id));
+        ++st.evaluations;
+        spdlog::info("evaluator {}: {} -> {} ({}) in {:.0f} ms", st.engine->settings().device,
+                     job.candidate_id, to_string(v.status), v.reason, v.wall_ms);
+        return v;
+      },
+      [self](facts_atom) -> runner_facts { return self->state.engine->facts(); },
   };
 }
 

@@ -21,9 +21,8 @@ struct evaluator_state {
   int64_t evaluations = 0;
 };
 
-evaluator_actor::behavior_type
-evaluator(evaluator_actor::stateful_pointer<evaluator_state> self, eval_settings settings,
-          uint64_t seed);
+evaluator_actor::behavior_type evaluator(evaluator_actor::stateful_pointer<evaluator_state> self,
+                                         eval_settings settings, uint64_t seed);
 
 /// Spawns a detached evaluator.
 evaluator_actor spawn_evaluator(caf::actor_system& sys, eval_settings settings, uint64_t seed);

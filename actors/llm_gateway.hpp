@@ -19,8 +19,8 @@ struct llm_gateway_state {
 };
 
 llm_gateway_actor::behavior_type
-llm_gateway(llm_gateway_actor::stateful_pointer<llm_gateway_state> self,
-            llm_profile_config profile, archive_actor archive);
+llm_gateway(llm_gateway_actor::stateful_pointer<llm_gateway_state> self, llm_profile_config profile,
+            archive_actor archive);
 
 /// Throws std::runtime_error when this build cannot serve the profile, so a run fails before
 /// it starts instead of at its first query.

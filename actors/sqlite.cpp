@@ -64,8 +64,7 @@ statement::statement(sqlite3* db, std::string_view sql) {
     throw_error("no statement in the SQL text", sql);
 }
 
-statement::statement(statement&& other) noexcept : stmt_(std::exchange(other.stmt_, nullptr)) {
-}
+statement::statement(statement&& other) noexcept : stmt_(std::exchange(other.stmt_, nullptr)) {}
 
 statement& statement::operator=(statement&& other) noexcept {
   if (this != &other) {
@@ -106,9 +105,9 @@ void statement::bind_double(int index, double value) {
 
 void statement::bind_text(int index, std::string_view value) {
   // SQLITE_TRANSIENT: SQLite copies the text, so the caller's buffer may go away at once.
-  check_bind(sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT,
-                                 SQLITE_UTF8),
-             index);
+  check_bind(
+      sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8),
+      index);
 }
 
 void statement::bind_null(int index) {
@@ -203,8 +202,7 @@ database::database(const std::string& path, open_mode mode) : path_(path) {
 }
 
 database::database(database&& other) noexcept
-  : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {
-}
+    : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
 
 database& database::operator=(database&& other) noexcept {
   if (this != &other) {

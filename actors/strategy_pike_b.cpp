@@ -104,19 +104,19 @@ void evaluate(self_ptr self, work w, candidate_record rec) {
   job.code = rec.code;
   self->send(st.archive, put_atom::value, rec);
   self->request(st.dispatcher, defaults::request_timeout, eval_atom::value, std::move(job))
-    .then(
-      [self, w, rec](verdict& v) mutable {
-        rec.evaluated = true;
-        rec.result = std::move(v);
-        self->send(self->state.archive, put_atom::value, rec);
-        judged(self, w, std::move(rec));
-        settle(self);
-      },
-      [self, rec](caf::error& err) mutable {
-        spdlog::error("pike-b {}: evaluation of #{} failed: {}", self->state.task.name, rec.seq,
-                      render(err));
-        settle(self);
-      });
+      .then(
+          [self, w, rec](verdict& v) mutable {
+            rec.evaluated = true;
+            rec.result = std::move(v);
+            self->send(self->state.archive, put_atom::value, rec);
+            judged(self, w, std::move(rec));
+            settle(self);
+          },
+          [self, rec](caf::error& err) mutable {
+            spdlog::error("pike-b {}: evaluation of #{} failed: {}", self->state.task.name, rec.seq,
+                          render(err));
+            settle(self);
+          });
 }
 
 void launch(self_ptr self, work w) {
@@ -124,45 +124,45 @@ void launch(self_ptr self, work w) {
   ++st.in_flight;
   auto req = make_request(self, w);
   self->request(st.supervisor, defaults::request_timeout, ask_atom::value, w.role, std::move(req))
-    .then(
-      [self, w](agent_reply& reply) mutable {
-        auto& st = self->state;
-        ++st.progress.queries;
-        candidate_record rec;
-        rec.task = st.task.name;
-        rec.seq = st.next_seq++;
-        rec.parent = w.parent;
-        rec.role = w.role;
-        rec.phase = st.phase;
-        rec.attempt = w.attempt;
-        rec.idea = w.idea;
-        if (!reply.code.empty()) {
-          rec.code = std::move(reply.code);
-          evaluate(self, std::move(w), std::move(rec));
-          return;
-        }
-        // No program in the reply: judged without running anything, and sent to the fixer
-        // with the reply itself as the code to repair.
-        rec.code = std::move(reply.raw);
-        rec.evaluated = true;
-        rec.result.status = verdict_status::compile_error;
-        rec.result.reason = "the reply held no program defining class ModelNew";
-        self->send(st.archive, put_atom::value, rec);
-        judged(self, w, std::move(rec));
-        settle(self);
-      },
-      [self](caf::error& err) {
-        auto& st = self->state;
-        if (is(err, ec::budget_exhausted)) {
-          if (!st.budget_spent)
-            spdlog::info("pike-b {}: query budget spent", st.task.name);
-          st.budget_spent = true;
-          st.stop_reason = "budget";
-        } else {
-          spdlog::warn("pike-b {}: query failed: {}", st.task.name, render(err));
-        }
-        settle(self);
-      });
+      .then(
+          [self, w](agent_reply& reply) mutable {
+            auto& st = self->state;
+            ++st.progress.queries;
+            candidate_record rec;
+            rec.task = st.task.name;
+            rec.seq = st.next_seq++;
+            rec.parent = w.parent;
+            rec.role = w.role;
+            rec.phase = st.phase;
+            rec.attempt = w.attempt;
+            rec.idea = w.idea;
+            if (!reply.code.empty()) {
+              rec.code = std::move(reply.code);
+              evaluate(self, std::move(w), std::move(rec));
+              return;
+            }
+            // No program in the reply: judged without running anything, and sent to the fixer
+            // with the reply itself as the code to repair.
+            rec.code = std::move(reply.raw);
+            rec.evaluated = true;
+            rec.result.status = verdict_status::compile_error;
+            rec.result.reason = "the reply held no program defining class ModelNew";
+            self->send(st.archive, put_atom::value, rec);
+            judged(self, w, std::move(rec));
+            settle(self);
+          },
+          [self](caf::error& err) {
+            auto& st = self->state;
+            if (is(err, ec::budget_exhausted)) {
+              if (!st.budget_spent)
+                spdlog::info("pike-b {}: query budget spent", st.task.name);
+              st.budget_spent = true;
+              st.stop_reason = "budget";
+            } else {
+              spdlog::warn("pike-b {}: query failed: {}", st.task.name, render(err));
+            }
+            settle(self);
+          });
 }
 
 void pump(self_ptr self) {
@@ -243,35 +243,35 @@ void brainstorm(self_ptr self) {
   w.role = st.cfg.brainstormer;
   auto req = make_request(self, w);
   self->request(st.supervisor, defaults::request_timeout, ask_atom::value, w.role, std::move(req))
-    .then(
-      [self](agent_reply& reply) {
-        auto& st = self->state;
-        ++st.progress.queries;
-        std::vector<work> items;
-        for (auto& idea : reply.ideas) {
-          if (static_cast<int64_t>(items.size()) >= st.cfg.max_ideas)
-            break;
-          work w;
-          w.kind = prompt_kind::optimize;
-          w.role = st.cfg.optimizer;
-          w.idea = idea;
-          items.push_back(std::move(w));
-        }
-        if (items.empty()) {
-          // No usable ideas: still try to optimise the reference without one.
-          work w;
-          w.kind = prompt_kind::optimize;
-          w.role = st.cfg.optimizer;
-          items.push_back(std::move(w));
-        }
-        report(self);
-        begin_phase(self, std::move(items));
-      },
-      [self](caf::error& err) {
-        auto& st = self->state;
-        st.stop_reason = is(err, ec::budget_exhausted) ? "budget" : "error: " + render(err);
-        finish(self);
-      });
+      .then(
+          [self](agent_reply& reply) {
+            auto& st = self->state;
+            ++st.progress.queries;
+            std::vector<work> items;
+            for (auto& idea : reply.ideas) {
+              if (static_cast<int64_t>(items.size()) >= st.cfg.max_ideas)
+                break;
+              work w;
+              w.kind = prompt_kind::optimize;
+              w.role = st.cfg.optimizer;
+              w.idea = idea;
+              items.push_back(std::move(w));
+            }
+            if (items.empty()) {
+              // No usable ideas: still try to optimise the reference without one.
+              work w;
+              w.kind = prompt_kind::optimize;
+              w.role = st.cfg.optimizer;
+              items.push_back(std::move(w));
+            }
+            report(self);
+            begin_phase(self, std::move(items));
+          },
+          [self](caf::error& err) {
+            auto& st = self->state;
+            st.stop_reason = is(err, ec::budget_exhausted) ? "budget" : "error: " + render(err);
+            finish(self);
+          });
 }
 
 } // namespace
@@ -289,28 +289,28 @@ strategy_pike_b(strategy_actor::stateful_pointer<strategy_pike_b_state> self, ta
   st.result.task = st.task.name;
   st.stop_reason = "phases";
   self->request(st.dispatcher, defaults::request_timeout, facts_atom::value)
-    .then(
-      [self](runner_facts& f) {
-        self->state.facts = std::move(f);
-        if (self->state.stopping) {
-          self->state.stop_reason = "stopped";
-          finish(self);
-          return;
-        }
-        brainstorm(self);
-      },
-      [self](caf::error& err) {
-        self->state.stop_reason = "error: no runner facts: " + render(err);
-        finish(self);
-      });
+      .then(
+          [self](runner_facts& f) {
+            self->state.facts = std::move(f);
+            if (self->state.stopping) {
+              self->state.stop_reason = "stopped";
+              finish(self);
+              return;
+            }
+            brainstorm(self);
+          },
+          [self](caf::error& err) {
+            self->state.stop_reason = "error: no runner facts: " + render(err);
+            finish(self);
+          });
   return {
-    [self](stop_atom) {
-      auto& st = self->state;
-      st.stopping = true;
-      st.stop_reason = "stopped";
-      st.queue.clear();
-      check_phase_end(self);
-    },
+      [self](stop_atom) {
+        auto& st = self->state;
+        st.stopping = true;
+        st.stop_reason = "stopped";
+        st.queue.clear();
+        check_phase_end(self);
+      },
   };
 }
 

@@ -5,7 +5,8 @@
 //
 //   facts ──> brainstorm ──> phase 0: one `optimize` per idea
 //                               │  each candidate: query ─> evaluate ─┬─ correct: keep
-//                               │                                     └─ failed: `fix` (≤ max_attempts)
+//                               │                                     └─ failed: `fix` (≤
+//                               max_attempts)
 //                               v
 //             phase k: `improve` the fastest correct candidates of phase k-1
 //                      (the reference when phase k-1 found nothing correct)
@@ -42,8 +43,8 @@ struct strategy_pike_b_state {
     prompt_kind kind = prompt_kind::optimize;
     std::string role;
     std::string idea;
-    std::string code;     ///< parent code for improve/fix
-    verdict last;         ///< for fix
+    std::string code; ///< parent code for improve/fix
+    verdict last;     ///< for fix
     int64_t parent = -1;
     int32_t attempt = 0;
   };

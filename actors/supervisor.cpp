@@ -53,7 +53,7 @@ caf::actor spawn_worker(self_ptr self, const std::string& name) {
     auto it = st.plan.templates.find(role.name);
     auto text = it == st.plan.templates.end() ? std::string{} : it->second;
     handle = caf::actor_cast<caf::actor>(
-      self->spawn(agent, role, text, caf::actor_cast<llm_gateway_actor>(gw)));
+        self->spawn(agent, role, text, caf::actor_cast<llm_gateway_actor>(gw)));
   } else if (name.rfind("evaluator:", 0) == 0) {
     auto index = std::stoul(name.substr(10));
     evaluator_actor ev;
@@ -72,16 +72,16 @@ void forward_ask(self_ptr self, const std::string& role, agent_request req,
                  caf::typed_response_promise<agent_reply> rp) {
   auto handle = caf::actor_cast<agent_actor>(self->state.workers.at("agent:" + role).handle);
   self->request(handle, defaults::request_timeout, ask_atom::value, std::move(req))
-    .then(
-      [self, rp](agent_reply& reply) mutable {
-        auto& t = self->state.totals;
-        ++t.queries;
-        t.input_tokens += reply.input_tokens;
-        t.output_tokens += reply.output_tokens;
-        t.cost_usd += reply.cost_usd;
-        rp.deliver(std::move(reply));
-      },
-      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      .then(
+          [self, rp](agent_reply& reply) mutable {
+            auto& t = self->state.totals;
+            ++t.queries;
+            t.input_tokens += reply.input_tokens;
+            t.output_tokens += reply.output_tokens;
+            t.cost_usd += reply.cost_usd;
+            rp.deliver(std::move(reply));
+          },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
 }
 
 /// After a gateway comes back, the roles that used it must talk to the new one.
@@ -144,7 +144,7 @@ void on_worker_down(self_ptr self, const std::string& name, const caf::error& re
   ++w.restarts;
   if (w.restarts > defaults::max_restarts) {
     take_down(self, name + " crashed " + std::to_string(w.restarts) + " times within "
-                      + std::to_string(defaults::restart_window.count()) + " s; giving up");
+                        + std::to_string(defaults::restart_window.count()) + " s; giving up");
     return;
   }
   spdlog::warn("supervisor: {} went down ({}); restart in {} ms", name, caf::to_string(reason),
@@ -264,11 +264,11 @@ void finalize(self_ptr self) {
     st.run_promise.deliver(make_summary(self));
   };
   self->request(st.archive, defaults::flush_timeout, flush_atom::value)
-    .then([deliver](ok_atom) { deliver(); },
-          [deliver](caf::error& err) {
-            spdlog::error("supervisor: archive flush failed: {}", render(err));
-            deliver();
-          });
+      .then([deliver](ok_atom) { deliver(); },
+            [deliver](caf::error& err) {
+              spdlog::error("supervisor: archive flush failed: {}", render(err));
+              deliver();
+            });
 }
 
 } // namespace
@@ -312,7 +312,7 @@ supervisor(supervisor_actor::stateful_pointer<supervisor_state> self, run_plan p
     if (dm.source == st.archive.address() || dm.source == st.dispatcher.address()) {
       if (!st.finishing)
         take_down(self, std::string{dm.source == st.archive.address() ? "archive" : "dispatcher"}
-                          + " went down: " + caf::to_string(dm.reason));
+                            + " went down: " + caf::to_string(dm.reason));
       return;
     }
     if (auto s = st.strategy_by_addr.find(dm.source); s != st.strategy_by_addr.end()) {
@@ -335,72 +335,71 @@ supervisor(supervisor_actor::stateful_pointer<supervisor_state> self, run_plan p
   });
 
   return {
-    [self](run_atom) -> caf::result<run_summary> {
-      auto& st = self->state;
-      if (st.started)
-        return make_error(ec::bad_config, "the run has already been started");
-      st.started = true;
-      st.run_promise = self->make_response_promise<run_summary>();
-      start_tasks(self);
-      return st.run_promise;
-    },
-    [self](ask_atom, const std::string& role,
-           agent_request& req) -> caf::result<agent_reply> {
-      auto& st = self->state;
-      if (st.stopping || st.finishing)
-        return make_error(ec::stopped, "the run is stopping");
-      auto w = st.workers.find("agent:" + role);
-      if (w == st.workers.end())
-        return make_error(ec::bad_config, "no agent role named " + role);
-      auto g = grant(self, req.task.name, role);
-      if (!g.granted)
-        return make_error(ec::budget_exhausted, req.task.name + " used " + std::to_string(g.used)
-                                                  + " of " + std::to_string(g.limit)
-                                                  + " queries");
-      auto rp = self->make_response_promise<agent_reply>();
-      if (!w->second.handle)
-        st.waiting[role].push_back({std::move(req), rp});
-      else
-        forward_ask(self, role, std::move(req), rp);
-      return rp;
-    },
-    [self](grant_atom, const std::string& task, const std::string& role) -> query_grant {
-      return grant(self, task, role);
-    },
-    [self](progress_atom, task_progress& p) {
-      auto& st = self->state;
-      p.queries = st.budget.used(p.task);
-      p.query_limit = st.budget.per_task();
-      st.progress[p.task] = p;
-      if (st.plan.on_progress)
-        st.plan.on_progress(p, false);
-    },
-    [self](done_atom, task_result& r) { task_ended(self, std::move(r)); },
-    [self](stop_atom) {
-      auto& st = self->state;
-      if (st.stopping)
-        return;
-      st.stopping = true;
-      spdlog::warn("supervisor: stopping: {} task(s) in flight finish what they started",
-                   st.running.size());
-      st.todo.clear();
-      for (auto& [task, handle] : st.running)
-        self->send(handle, stop_atom::value);
-      if (st.running.empty()) {
+      [self](run_atom) -> caf::result<run_summary> {
+        auto& st = self->state;
         if (st.started)
-          finalize(self);
-        else if (!st.fatal.empty())
-          shut_down_workers(self);
-      }
-    },
-    [self](restart_atom, const std::string& name) { restart(self, name); },
-    [self](get_atom, const std::string& name) -> caf::result<caf::actor> {
-      auto& st = self->state;
-      auto w = st.workers.find(name);
-      if (w == st.workers.end() || !w->second.handle)
-        return make_error(ec::unavailable, "no running worker named " + name);
-      return w->second.handle;
-    },
+          return make_error(ec::bad_config, "the run has already been started");
+        st.started = true;
+        st.run_promise = self->make_response_promise<run_summary>();
+        start_tasks(self);
+        return st.run_promise;
+      },
+      [self](ask_atom, const std::string& role, agent_request& req) -> caf::result<agent_reply> {
+        auto& st = self->state;
+        if (st.stopping || st.finishing)
+          return make_error(ec::stopped, "the run is stopping");
+        auto w = st.workers.find("agent:" + role);
+        if (w == st.workers.end())
+          return make_error(ec::bad_config, "no agent role named " + role);
+        auto g = grant(self, req.task.name, role);
+        if (!g.granted)
+          return make_error(ec::budget_exhausted, req.task.name + " used " + std::to_string(g.used)
+                                                      + " of " + std::to_string(g.limit)
+                                                      + " queries");
+        auto rp = self->make_response_promise<agent_reply>();
+        if (!w->second.handle)
+          st.waiting[role].push_back({std::move(req), rp});
+        else
+          forward_ask(self, role, std::move(req), rp);
+        return rp;
+      },
+      [self](grant_atom, const std::string& task, const std::string& role) -> query_grant {
+        return grant(self, task, role);
+      },
+      [self](progress_atom, task_progress& p) {
+        auto& st = self->state;
+        p.queries = st.budget.used(p.task);
+        p.query_limit = st.budget.per_task();
+        st.progress[p.task] = p;
+        if (st.plan.on_progress)
+          st.plan.on_progress(p, false);
+      },
+      [self](done_atom, task_result& r) { task_ended(self, std::move(r)); },
+      [self](stop_atom) {
+        auto& st = self->state;
+        if (st.stopping)
+          return;
+        st.stopping = true;
+        spdlog::warn("supervisor: stopping: {} task(s) in flight finish what they started",
+                     st.running.size());
+        st.todo.clear();
+        for (auto& [task, handle] : st.running)
+          self->send(handle, stop_atom::value);
+        if (st.running.empty()) {
+          if (st.started)
+            finalize(self);
+          else if (!st.fatal.empty())
+            shut_down_workers(self);
+        }
+      },
+      [self](restart_atom, const std::string& name) { restart(self, name); },
+      [self](get_atom, const std::string& name) -> caf::result<caf::actor> {
+        auto& st = self->state;
+        auto w = st.workers.find(name);
+        if (w == st.workers.end() || !w->second.handle)
+          return make_error(ec::unavailable, "no running worker named " + name);
+        return w->second.handle;
+      },
   };
 }
 
@@ -411,7 +410,8 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, run_plan plan) {
     if (auto text = load_role_template(role); !text.empty())
       plan.templates[name] = std::move(text);
   std::filesystem::create_directories(plan.cfg.run.out);
-  auto archive = spawn_archive(sys, (std::filesystem::path{plan.cfg.run.out} / "archive.sqlite").string());
+  auto archive =
+      spawn_archive(sys, (std::filesystem::path{plan.cfg.run.out} / "archive.sqlite").string());
   return sys.spawn(supervisor, std::move(plan), std::move(archive));
 }
 

@@ -49,9 +49,9 @@ struct supervisor_state {
   static inline const char* name = "supervisor";
 
   struct worker {
-    std::string name;           ///< `llm:<profile>`, `agent:<role>`, `evaluator:<i>`
-    caf::actor handle;          ///< empty while restarting
-    int64_t restarts = 0;       ///< within the current window
+    std::string name;     ///< `llm:<profile>`, `agent:<role>`, `evaluator:<i>`
+    caf::actor handle;    ///< empty while restarting
+    int64_t restarts = 0; ///< within the current window
     std::chrono::steady_clock::time_point window_start;
     std::chrono::milliseconds backoff{0};
   };
@@ -65,12 +65,12 @@ struct supervisor_state {
   dispatcher_actor dispatcher;
   std::map<std::string, worker> workers;
   std::map<caf::actor_addr, std::string> worker_by_addr;
-  std::map<std::string, std::vector<waiting_ask>> waiting;  ///< role -> asks held during restart
+  std::map<std::string, std::vector<waiting_ask>> waiting; ///< role -> asks held during restart
 
   query_budget budget{0};
   llm_totals totals;
 
-  std::deque<size_t> todo;                     ///< indexes into plan.tasks not yet started
+  std::deque<size_t> todo; ///< indexes into plan.tasks not yet started
   std::map<caf::actor_addr, std::string> strategy_by_addr;
   std::map<std::string, strategy_actor> running;
   std::map<std::string, task_result> results;
@@ -79,7 +79,7 @@ struct supervisor_state {
   bool started = false;
   bool stopping = false;
   bool finishing = false;
-  std::string fatal;  ///< why the run was taken down, empty if it was not
+  std::string fatal; ///< why the run was taken down, empty if it was not
   caf::typed_response_promise<run_summary> run_promise;
 
   /// Whatever ended the supervisor, nothing it started outlives it: detached workers (the

@@ -15,7 +15,7 @@
 namespace kiln {
 
 struct run_config {
-  std::vector<std::string> tasks;  ///< task files or folders, resolved against the config's dir
+  std::vector<std::string> tasks; ///< task files or folders, resolved against the config's dir
   std::string out = defaults::out_dir;
   uint64_t seed = defaults::seed;
   int64_t parallel_tasks = defaults::parallel_tasks;
@@ -47,7 +47,7 @@ struct evaluator_config {
 
 struct llm_profile_config {
   std::string name;
-  std::string provider;  ///< rules | openai | anthropic | gemini | replay
+  std::string provider; ///< rules | openai | anthropic | gemini | replay
   std::string base_url;
   std::string model;
   std::string api_key_env;
@@ -59,7 +59,7 @@ struct llm_profile_config {
 
 struct agent_config {
   std::string name;
-  std::string llm;       ///< the profile it queries
+  std::string llm;           ///< the profile it queries
   std::string template_path; ///< empty: the built-in template of its prompt kinds
   int64_t max_attempts = defaults::max_attempts;
 };
@@ -77,7 +77,7 @@ struct strategy_config {
 };
 
 struct config {
-  std::string path;  ///< the file it came from, empty for built-in defaults
+  std::string path; ///< the file it came from, empty for built-in defaults
   run_config run;
   budget_config budget;
   evaluator_config evaluator;

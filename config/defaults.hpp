@@ -17,8 +17,8 @@ inline constexpr const char* log_level = "info";
 
 // [budget]
 inline constexpr int64_t queries_per_task = 40;
-inline constexpr double usd_total = 0;     // 0 = no dollar cap
-inline constexpr double usd_per_task = 0;  // 0 = no dollar cap
+inline constexpr double usd_total = 0;    // 0 = no dollar cap
+inline constexpr double usd_per_task = 0; // 0 = no dollar cap
 
 // [evaluator]
 inline constexpr const char* devices = "auto";

@@ -49,9 +49,15 @@ struct bounds {
   std::optional<double> hi = std::nullopt;
 };
 
-bounds at_least(double lo) { return {lo}; }
-bounds above(double lo, std::optional<double> hi = std::nullopt) { return {lo, true, hi}; }
-bounds between(double lo, double hi) { return {lo, false, hi}; }
+bounds at_least(double lo) {
+  return {lo};
+}
+bounds above(double lo, std::optional<double> hi = std::nullopt) {
+  return {lo, true, hi};
+}
+bounds between(double lo, double hi) {
+  return {lo, false, hi};
+}
 
 std::string number_text(double v) {
   if (std::floor(v) == v && std::fabs(v) < 1e15)
@@ -77,16 +83,26 @@ bool within(double v, const bounds& b) {
 
 const char* a_type(toml::node_type t) {
   switch (t) {
-    case toml::node_type::none: return "nothing";
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
+    case toml::node_type::none:
+      return "nothing";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
   }
   return "a value";
 }
@@ -183,8 +199,8 @@ public:
       return std::make_pair(p.line == 0 ? std::numeric_limits<uint32_t>::max() : p.line, p.column);
     };
     auto first =
-      std::min_element(problems_.begin(), problems_.end(),
-                       [&](const auto& a, const auto& b) { return key(a.first) < key(b.first); });
+        std::min_element(problems_.begin(), problems_.end(),
+                         [&](const auto& a, const auto& b) { return key(a.first) < key(b.first); });
     throw config_error(render(first->first, first->second));
   }
 
@@ -213,7 +229,7 @@ private:
 class section {
 public:
   section(reader& r, const toml::table& t, std::string name, const names& keys)
-    : r_{r}, t_{t}, name_{"[" + std::move(name) + "]"} {
+      : r_{r}, t_{t}, name_{"[" + std::move(name) + "]"} {
     for (auto&& [k, v] : t) {
       if (contains(keys, k.str()))
         continue;
@@ -414,14 +430,13 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
 
 /// Calls `f(name, table)` for each `[<kind>.<name>]`; reports what is not a table or not a
 /// plain name.
-template <class F>
-void each_named(reader& r, const toml::table& t, const std::string& kind, F f) {
+template <class F> void each_named(reader& r, const toml::table& t, const std::string& kind, F f) {
   for (auto&& [k, v] : t) {
     std::string name{k.str()};
     auto* sub = v.as_table();
     if (!sub) {
       r.problem(k.source(), "[" + kind + "." + name + "] must be a table, not " + a_type(v.type())
-                              + " (write [" + kind + ".<name>] and its keys)");
+                                + " (write [" + kind + ".<name>] and its keys)");
       continue;
     }
     if (!plain_name(name)) {
@@ -511,8 +526,8 @@ void check_relations(reader& r, const toml::table& doc, config& cfg) {
     if (!where.begin)
       where = key_place(ev_doc, "min_samples");
     r.problem(where, "[evaluator] min_samples (" + std::to_string(cfg.evaluator.min_samples)
-                       + ") must be <= max_samples (" + std::to_string(cfg.evaluator.max_samples)
-                       + ")");
+                         + ") must be <= max_samples (" + std::to_string(cfg.evaluator.max_samples)
+                         + ")");
   }
 
   auto* llm_doc = doc.get_as<toml::table>("llm");
@@ -536,9 +551,9 @@ void check_relations(reader& r, const toml::table& doc, config& cfg) {
 
   auto* strategy_doc = doc.get_as<toml::table>("strategy");
   const std::pair<const char*, const std::string*> roles[] = {
-    {"brainstormer", &cfg.strategy.brainstormer},
-    {"optimizer", &cfg.strategy.optimizer},
-    {"error_fixer", &cfg.strategy.error_fixer},
+      {"brainstormer", &cfg.strategy.brainstormer},
+      {"optimizer", &cfg.strategy.optimizer},
+      {"error_fixer", &cfg.strategy.error_fixer},
   };
   for (auto& [role, agent] : roles) {
     if (cfg.agents.count(*agent))

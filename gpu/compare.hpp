@@ -20,7 +20,7 @@ struct output_comparison {
   /// a signal check failure.
   verdict_status status = verdict_status::incorrect;
   std::string reason;
-  std::vector<double> max_abs_diff;  ///< per output
+  std::vector<double> max_abs_diff; ///< per output
   std::vector<double> max_rel_diff;
 };
 

@@ -7,7 +7,7 @@ namespace kiln {
 
 /// A device an evaluator can own.
 struct device_info {
-  std::string id;    ///< `cpu` or `cuda:N`
+  std::string id; ///< `cpu` or `cuda:N`
   std::string name;
   long long memory_bytes = 0;
   int multiprocessors = 0;

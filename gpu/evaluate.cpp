@@ -74,11 +74,21 @@ std::string json_quote(std::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -96,11 +106,11 @@ std::string json_quote(std::string_view s) {
 
 /// One runner invocation: what job.json says.
 struct runner_job {
-  std::string mode;  ///< facts | reference | candidate
+  std::string mode; ///< facts | reference | candidate
   std::string task_path;
   std::string candidate_path;
-  std::string dir;  ///< out_dir and cwd of the runner
-  std::string device;  ///< as the runner sees it (`cpu` or `cuda:0`)
+  std::string dir;    ///< out_dir and cwd of the runner
+  std::string device; ///< as the runner sees it (`cpu` or `cuda:0`)
   uint64_t weight_seed = 0;
   std::vector<uint64_t> seeds;
   bool time = false;
@@ -117,11 +127,12 @@ std::string job_json(const runner_job& j, const evaluator_config& cfg) {
     << ", \"weight_seed\": " << j.weight_seed << ", \"seeds\": [";
   for (size_t i = 0; i < j.seeds.size(); ++i)
     o << (i ? ", " : "") << j.seeds[i];
-  o << "], \"time\": " << (j.time ? "true" : "false") << ", \"timing\": {\"warmup_calls\": "
-    << cfg.warmup_calls << ", \"min_samples\": " << cfg.min_samples
-    << ", \"max_samples\": " << cfg.max_samples << ", \"max_seconds\": " << cfg.max_timing_s
-    << ", \"target_ci\": " << cfg.target_ci << "}, \"threads\": " << j.threads
-    << ", \"pike_mode\": " << (j.pike ? "true" : "false") << "}\n";
+  o << "], \"time\": " << (j.time ? "true" : "false")
+    << ", \"timing\": {\"warmup_calls\": " << cfg.warmup_calls
+    << ", \"min_samples\": " << cfg.min_samples << ", \"max_samples\": " << cfg.max_samples
+    << ", \"max_seconds\": " << cfg.max_timing_s << ", \"target_ci\": " << cfg.target_ci
+    << "}, \"threads\": " << j.threads << ", \"pike_mode\": " << (j.pike ? "true" : "false")
+    << "}\n";
   return o.str();
 }
 
@@ -134,7 +145,7 @@ struct trial_record {
 struct runner_report {
   process_result proc;
   bool have_result = false;
-  std::string result_problem;  ///< why result.json is missing or unusable
+  std::string result_problem; ///< why result.json is missing or unusable
   bool ok = false;
   std::string stage;
   std::string error;
@@ -248,18 +259,18 @@ std::vector<std::string> runner_env(const std::string& python, const std::string
   if (!py_dir.empty() && py_dir != "/usr/bin" && py_dir != "/bin" && py_dir != "/usr/local/bin")
     path = py_dir + ":" + path;
   std::vector<std::string> env = {
-    "PATH=" + path,
-    "HOME=" + scratch,
-    "TMPDIR=" + scratch + "/tmp",
-    "LANG=C.UTF-8",
-    "PYTHONDONTWRITEBYTECODE=1",
-    "OMP_NUM_THREADS=" + std::to_string(threads),
-    // OpenMP's default spin-waiting makes per-call CPU times 10-20x worse whenever anything
-    // else runs on a small machine; passive waiting keeps them stable (measured on 2 cores).
-    "OMP_WAIT_POLICY=PASSIVE",
-    "TORCH_EXTENSIONS_DIR=" + work_dir + "/cache/torch_extensions",
-    "TRITON_CACHE_DIR=" + work_dir + "/cache/triton",
-    "CUDA_VISIBLE_DEVICES=" + visible,
+      "PATH=" + path,
+      "HOME=" + scratch,
+      "TMPDIR=" + scratch + "/tmp",
+      "LANG=C.UTF-8",
+      "PYTHONDONTWRITEBYTECODE=1",
+      "OMP_NUM_THREADS=" + std::to_string(threads),
+      // OpenMP's default spin-waiting makes per-call CPU times 10-20x worse whenever anything
+      // else runs on a small machine; passive waiting keeps them stable (measured on 2 cores).
+      "OMP_WAIT_POLICY=PASSIVE",
+      "TORCH_EXTENSIONS_DIR=" + work_dir + "/cache/torch_extensions",
+      "TRITON_CACHE_DIR=" + work_dir + "/cache/triton",
+      "CUDA_VISIBLE_DEVICES=" + visible,
   };
   if (const char* cuda_home = std::getenv("CUDA_HOME"))
     env.push_back(std::string{"CUDA_HOME="} + cuda_home);
@@ -306,8 +317,8 @@ runner_failure judge_process(const runner_report& r, double timeout_s) {
   }
   // A reported exception explains more than the crash that may have followed it.
   if (r.have_result && !r.ok) {
-    auto status = (r.stage == "import" || r.stage == "build") ? vs::compile_error
-                                                                : vs::runtime_error;
+    auto status =
+        (r.stage == "import" || r.stage == "build") ? vs::compile_error : vs::runtime_error;
     auto reason = r.error.empty() ? "failed at stage " + r.stage : r.error;
     return {status, reason};
   }
@@ -315,7 +326,7 @@ runner_failure judge_process(const runner_report& r, double timeout_s) {
     return {vs::runtime_error, "runner killed by " + signal_text(r.proc.signal)};
   if (!r.have_result)
     return {vs::runtime_error, "runner exited with code " + std::to_string(r.proc.exit_code)
-                                 + " and " + r.result_problem};
+                                   + " and " + r.result_problem};
   if (r.proc.exit_code != 0)
     return {vs::runtime_error, "runner exited with code " + std::to_string(r.proc.exit_code)};
   return {vs::correct, {}};
@@ -461,8 +472,8 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
         seeds.push_back(rng() >> 1);
     }
     const double timeout_s = job.timeout_s > 0 ? job.timeout_s : cfg.timeout_s;
-    const auto ref_key = std::to_string(std::hash<std::string>{}(task_source)) + "@"
-                         + settings_.device;
+    const auto ref_key =
+        std::to_string(std::hash<std::string>{}(task_source)) + "@" + settings_.device;
     const auto cached = reference_times_.find(ref_key);
     const bool time_reference = cached == reference_times_.end();
 
@@ -500,8 +511,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       fill_tails(ref);
       return finish(vs::runtime_error, "reference failed: " + ref_failure.reason);
     }
-    timing_stats reference_stats =
-      time_reference ? summarize(ref.samples_ms) : cached->second;
+    timing_stats reference_stats = time_reference ? summarize(ref.samples_ms) : cached->second;
     if (time_reference)
       reference_times_[ref_key] = reference_stats;
 
@@ -524,13 +534,13 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       return finish(f.status, f.reason);
     if (cand.trials.size() != seeds.size())
       return finish(vs::rejected, "candidate runner reported " + std::to_string(cand.trials.size())
-                                    + " trials of " + std::to_string(seeds.size()));
+                                      + " trials of " + std::to_string(seeds.size()));
     for (size_t k = 0; k < seeds.size(); ++k)
       if (cand.trials[k].seed != seeds[k])
         return finish(vs::rejected, "candidate runner used other input seeds");
     if (cand.structure != ref.structure)
-      return finish(vs::rejected, "output structure " + cand.structure + ", expected "
-                                    + ref.structure);
+      return finish(vs::rejected,
+                    "output structure " + cand.structure + ", expected " + ref.structure);
     for (const auto& t : cand.trials)
       if (t.inputs_mutated)
         return finish(vs::rejected, "candidate mutated its inputs");
@@ -580,8 +590,8 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     v.speedup = cand_t > 0 ? ref_t / cand_t : 0;
     std::ostringstream why;
     why.precision(3);
-    why << "correct on " << seeds.size() << " trials, " << v.candidate.median_ms
-        << " ms vs " << v.reference.median_ms << " ms";
+    why << "correct on " << seeds.size() << " trials, " << v.candidate.median_ms << " ms vs "
+        << v.reference.median_ms << " ms";
     return finish(vs::correct, why.str());
   } catch (const std::exception& e) {
     v.status = verdict_status::runtime_error;
@@ -629,8 +639,8 @@ runner_facts evaluation_engine::facts() {
     facts_ = out;
     have_facts_ = true;
     spdlog::info("evaluator {}: {} python {} torch {} cuda {} triton {} threads {}",
-                 settings_.device, out.device_name, out.python_version, out.torch_version,
-                 out.cuda, out.triton, out.cpu_threads);
+                 settings_.device, out.device_name, out.python_version, out.torch_version, out.cuda,
+                 out.triton, out.cpu_threads);
   } catch (const std::exception& e) {
     spdlog::error("evaluator {}: facts: {}", settings_.device, e.what());
   }

@@ -14,10 +14,10 @@
 namespace kiln {
 
 struct eval_settings {
-  std::string python;     ///< interpreter (already resolved by find_python)
-  std::string work_dir;   ///< scratch space; one subfolder per evaluation, removed afterwards
+  std::string python;   ///< interpreter (already resolved by find_python)
+  std::string work_dir; ///< scratch space; one subfolder per evaluation, removed afterwards
   std::string device = "cpu";
-  evaluator_config cfg;   ///< timeouts, trials, tolerances, timing
+  evaluator_config cfg; ///< timeouts, trials, tolerances, timing
   bool keep_scratch = false;
 };
 

@@ -9,23 +9,23 @@
 namespace kiln {
 
 struct process_options {
-  std::vector<std::string> argv;  ///< argv[0] is the program (absolute path or found on PATH)
-  std::vector<std::string> env;   ///< the complete environment (`KEY=value`); nothing is inherited
-  std::string cwd;                ///< working directory; empty keeps the parent's
-  std::string stdout_path;        ///< file that receives stdout (truncated first)
-  std::string stderr_path;        ///< file that receives stderr (truncated first)
-  double timeout_s = 60;          ///< wall-clock limit; <= 0 means none
-  double kill_grace_s = 2;        ///< between SIGTERM to the group and SIGKILL
-  long memory_limit_bytes = 0;    ///< RLIMIT_AS when > 0
+  std::vector<std::string> argv; ///< argv[0] is the program (absolute path or found on PATH)
+  std::vector<std::string> env;  ///< the complete environment (`KEY=value`); nothing is inherited
+  std::string cwd;               ///< working directory; empty keeps the parent's
+  std::string stdout_path;       ///< file that receives stdout (truncated first)
+  std::string stderr_path;       ///< file that receives stderr (truncated first)
+  double timeout_s = 60;         ///< wall-clock limit; <= 0 means none
+  double kill_grace_s = 2;       ///< between SIGTERM to the group and SIGKILL
+  long memory_limit_bytes = 0;   ///< RLIMIT_AS when > 0
 };
 
 struct process_result {
-  bool started = false;  ///< false when fork/exec failed; see `error`
-  int exit_code = -1;    ///< when it exited normally
-  int signal = 0;        ///< the signal that ended it, 0 if none
+  bool started = false; ///< false when fork/exec failed; see `error`
+  int exit_code = -1;   ///< when it exited normally
+  int signal = 0;       ///< the signal that ended it, 0 if none
   bool timed_out = false;
   double wall_ms = 0;
-  std::string error;     ///< why it could not start
+  std::string error; ///< why it could not start
 };
 
 /// Runs a child to completion (blocking). The child gets its own process group and is killed

@@ -17,35 +17,33 @@ namespace kiln {
 struct agent_request {
   task_spec task;
   prompt_kind kind = prompt_kind::optimize;
-  std::string idea;          ///< for `optimize`: the idea to implement
-  std::string code;          ///< for `improve` and `fix`: the candidate to start from
-  verdict last;              ///< for `fix`: why the candidate failed
-  runner_facts facts;        ///< what the evaluating runner has
-  int32_t max_ideas = 10;    ///< for `brainstorm`
+  std::string idea;       ///< for `optimize`: the idea to implement
+  std::string code;       ///< for `improve` and `fix`: the candidate to start from
+  verdict last;           ///< for `fix`: why the candidate failed
+  runner_facts facts;     ///< what the evaluating runner has
+  int32_t max_ideas = 10; ///< for `brainstorm`
   uint64_t seed = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, agent_request& x) {
-  return f(caf::meta::type_name("agent_request"), x.task, x.kind, x.idea, x.code, x.last,
-           x.facts, x.max_ideas, x.seed);
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, agent_request& x) {
+  return f(caf::meta::type_name("agent_request"), x.task, x.kind, x.idea, x.code, x.last, x.facts,
+           x.max_ideas, x.seed);
 }
 
 /// A parsed answer: ideas for a brainstorm, code otherwise.
 struct agent_reply {
   std::vector<std::string> ideas;
-  std::string code;          ///< empty when the reply held no usable program
-  std::string profile;       ///< the LLM profile that answered
-  std::string raw;           ///< the reply text as received
-  int64_t input_tokens = 0;  ///< usage of the LLM call behind this reply
+  std::string code;         ///< empty when the reply held no usable program
+  std::string profile;      ///< the LLM profile that answered
+  std::string raw;          ///< the reply text as received
+  int64_t input_tokens = 0; ///< usage of the LLM call behind this reply
   int64_t output_tokens = 0;
   double cost_usd = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, agent_reply& x) {
-  return f(caf::meta::type_name("agent_reply"), x.ideas, x.code, x.profile, x.raw,
-           x.input_tokens, x.output_tokens, x.cost_usd);
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, agent_reply& x) {
+  return f(caf::meta::type_name("agent_reply"), x.ideas, x.code, x.profile, x.raw, x.input_tokens,
+           x.output_tokens, x.cost_usd);
 }
 
 } // namespace kiln

@@ -10,14 +10,22 @@ namespace kiln {
 
 const char* to_string(ec code) {
   switch (code) {
-    case ec::none: return "none";
-    case ec::budget_exhausted: return "budget_exhausted";
-    case ec::bad_config: return "bad_config";
-    case ec::unavailable: return "unavailable";
-    case ec::provider_failed: return "provider_failed";
-    case ec::stopped: return "stopped";
-    case ec::eval_failed: return "eval_failed";
-    case ec::io_error: return "io_error";
+    case ec::none:
+      return "none";
+    case ec::budget_exhausted:
+      return "budget_exhausted";
+    case ec::bad_config:
+      return "bad_config";
+    case ec::unavailable:
+      return "unavailable";
+    case ec::provider_failed:
+      return "provider_failed";
+    case ec::stopped:
+      return "stopped";
+    case ec::eval_failed:
+      return "eval_failed";
+    case ec::io_error:
+      return "io_error";
   }
   return "unknown";
 }
@@ -46,30 +54,40 @@ bool is(const caf::error& err, ec code) {
 
 const char* to_string(prompt_kind k) {
   switch (k) {
-    case prompt_kind::brainstorm: return "brainstorm";
-    case prompt_kind::optimize: return "optimize";
-    case prompt_kind::improve: return "improve";
-    case prompt_kind::fix: return "fix";
+    case prompt_kind::brainstorm:
+      return "brainstorm";
+    case prompt_kind::optimize:
+      return "optimize";
+    case prompt_kind::improve:
+      return "improve";
+    case prompt_kind::fix:
+      return "fix";
   }
   return "unknown";
 }
 
 const char* to_string(verdict_status s) {
   switch (s) {
-    case verdict_status::correct: return "correct";
-    case verdict_status::incorrect: return "incorrect";
-    case verdict_status::rejected: return "rejected";
-    case verdict_status::compile_error: return "compile_error";
-    case verdict_status::runtime_error: return "runtime_error";
-    case verdict_status::timeout: return "timeout";
+    case verdict_status::correct:
+      return "correct";
+    case verdict_status::incorrect:
+      return "incorrect";
+    case verdict_status::rejected:
+      return "rejected";
+    case verdict_status::compile_error:
+      return "compile_error";
+    case verdict_status::runtime_error:
+      return "runtime_error";
+    case verdict_status::timeout:
+      return "timeout";
   }
   return "unknown";
 }
 
 bool from_string(const std::string& s, verdict_status& out) {
-  for (auto v : {verdict_status::correct, verdict_status::incorrect, verdict_status::rejected,
-                 verdict_status::compile_error, verdict_status::runtime_error,
-                 verdict_status::timeout}) {
+  for (auto v :
+       {verdict_status::correct, verdict_status::incorrect, verdict_status::rejected,
+        verdict_status::compile_error, verdict_status::runtime_error, verdict_status::timeout}) {
     if (s == to_string(v)) {
       out = v;
       return true;

@@ -35,8 +35,7 @@ const char* to_string(ec code);
 /// The CAF error category of kiln's codes.
 constexpr caf::atom_value error_category = caf::atom("kiln");
 
-template <class... Ts>
-caf::error make_error(ec code, Ts&&... context) {
+template <class... Ts> caf::error make_error(ec code, Ts&&... context) {
   return caf::error{static_cast<uint8_t>(code), error_category,
                     caf::make_message(std::forward<Ts>(context)...)};
 }

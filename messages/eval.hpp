@@ -12,22 +12,21 @@ namespace kiln {
 
 /// What a runner reports it has; prompts and the rules proposer adapt to it.
 struct runner_facts {
-  std::string device;        ///< `cpu` or `cuda:N`
-  std::string device_name;   ///< e.g. `NVIDIA H200` or the CPU model
-  std::string python;        ///< interpreter path
+  std::string device;      ///< `cpu` or `cuda:N`
+  std::string device_name; ///< e.g. `NVIDIA H200` or the CPU model
+  std::string python;      ///< interpreter path
   std::string python_version;
   std::string torch_version;
-  bool cuda = false;         ///< torch sees a CUDA device
-  bool triton = false;       ///< `import triton` works
-  bool compile = false;      ///< torch.compile exists (torch 2.x)
-  int32_t cpu_threads = 1;   ///< torch threads the runner uses
+  bool cuda = false;       ///< torch sees a CUDA device
+  bool triton = false;     ///< `import triton` works
+  bool compile = false;    ///< torch.compile exists (torch 2.x)
+  int32_t cpu_threads = 1; ///< torch threads the runner uses
   int32_t multiprocessors = 0;
   int64_t memory_bytes = 0;
-  std::string capability;    ///< CUDA compute capability, e.g. `9.0`
+  std::string capability; ///< CUDA compute capability, e.g. `9.0`
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, runner_facts& x) {
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, runner_facts& x) {
   return f(caf::meta::type_name("runner_facts"), x.device, x.device_name, x.python,
            x.python_version, x.torch_version, x.cuda, x.triton, x.compile, x.cpu_threads,
            x.multiprocessors, x.memory_bytes, x.capability);
@@ -42,16 +41,15 @@ struct timing_stats {
   int32_t n = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, timing_stats& x) {
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, timing_stats& x) {
   return f(caf::meta::type_name("timing_stats"), x.median_ms, x.p10_ms, x.p90_ms, x.mean_ms, x.n);
 }
 
 /// The verdict kinds of DESIGN.md, in the order a candidate can fail them.
 enum class verdict_status : uint8_t {
   correct,
-  incorrect,     ///< numerics differ beyond the tolerance
-  rejected,      ///< an integrity rule was broken
+  incorrect, ///< numerics differ beyond the tolerance
+  rejected,  ///< an integrity rule was broken
   compile_error,
   runtime_error,
   timeout,
@@ -64,20 +62,19 @@ bool from_string(const std::string& s, verdict_status& out);
 /// The judgement of one candidate.
 struct verdict {
   verdict_status status = verdict_status::runtime_error;
-  std::string reason;        ///< one line for a human
+  std::string reason; ///< one line for a human
   std::string stdout_tail;
   std::string stderr_tail;
   std::vector<double> max_abs_diff; ///< per output, worst over the trials
   std::vector<double> max_rel_diff;
-  timing_stats candidate;    ///< set for `correct`
-  timing_stats reference;    ///< set for `correct`
-  double speedup = 0;        ///< reference median / candidate median, for `correct`
-  double wall_ms = 0;        ///< the whole evaluation, as the parent saw it
+  timing_stats candidate; ///< set for `correct`
+  timing_stats reference; ///< set for `correct`
+  double speedup = 0;     ///< reference median / candidate median, for `correct`
+  double wall_ms = 0;     ///< the whole evaluation, as the parent saw it
   std::string device;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, verdict& x) {
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, verdict& x) {
   return f(caf::meta::type_name("verdict"), x.status, x.reason, x.stdout_tail, x.stderr_tail,
            x.max_abs_diff, x.max_rel_diff, x.candidate, x.reference, x.speedup, x.wall_ms,
            x.device);
@@ -86,13 +83,12 @@ typename Inspector::result_type inspect(Inspector& f, verdict& x) {
 /// One evaluation to run: a candidate against its task.
 struct eval_job {
   task_spec task;
-  std::string candidate_id;  ///< `<task>#<seq>`, for logs
-  std::string code;          ///< the candidate's Python source
-  double timeout_s = 0;      ///< 0 means the evaluator's default
+  std::string candidate_id; ///< `<task>#<seq>`, for logs
+  std::string code;         ///< the candidate's Python source
+  double timeout_s = 0;     ///< 0 means the evaluator's default
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, eval_job& x) {
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, eval_job& x) {
   return f(caf::meta::type_name("eval_job"), x.task, x.candidate_id, x.code, x.timeout_s);
 }
 

@@ -16,19 +16,18 @@ const char* to_string(prompt_kind k);
 
 /// One query to an LLM profile: the final interface of the gateway, whatever the provider.
 struct llm_request {
-  std::string task;    ///< the task the query is for (for accounting and the transcript)
-  std::string role;    ///< the agent role that asks, e.g. `optimizer`
+  std::string task; ///< the task the query is for (for accounting and the transcript)
+  std::string role; ///< the agent role that asks, e.g. `optimizer`
   prompt_kind kind = prompt_kind::optimize;
-  std::string system;  ///< system prompt; empty means the profile's own
-  std::string prompt;  ///< the rendered user prompt
+  std::string system;      ///< system prompt; empty means the profile's own
+  std::string prompt;      ///< the rendered user prompt
   double temperature = -1; ///< negative means the profile's default
   int32_t max_tokens = 0;  ///< 0 means the profile's default
   std::vector<std::string> stop;
-  uint64_t seed = 0;   ///< sampling seed where the provider takes one (rules always does)
+  uint64_t seed = 0; ///< sampling seed where the provider takes one (rules always does)
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, llm_request& x) {
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, llm_request& x) {
   return f(caf::meta::type_name("llm_request"), x.task, x.role, x.kind, x.system, x.prompt,
            x.temperature, x.max_tokens, x.stop, x.seed);
 }
@@ -36,7 +35,7 @@ typename Inspector::result_type inspect(Inspector& f, llm_request& x) {
 /// The answer of a provider, with the token usage it reported.
 struct llm_reply {
   std::string text;
-  std::string profile;       ///< the profile that answered
+  std::string profile; ///< the profile that answered
   std::string model;
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
@@ -45,8 +44,7 @@ struct llm_reply {
   double latency_ms = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, llm_reply& x) {
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, llm_reply& x) {
   return f(caf::meta::type_name("llm_reply"), x.text, x.profile, x.model, x.input_tokens,
            x.output_tokens, x.reasoning_tokens, x.cost_usd, x.latency_ms);
 }

@@ -32,15 +32,15 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<dispatcher_actor>("kiln::dispatcher_actor");
   cfg.add_message_type<strategy_actor>("kiln::strategy_actor");
   cfg.add_message_type<supervisor_actor>("kiln::supervisor_actor");
-  cfg.add_error_category(error_category, [](uint8_t code, caf::atom_value,
-                                             const caf::message& ctx) {
-    std::string out = to_string(static_cast<ec>(code));
-    if (!ctx.empty()) {
-      out += ": ";
-      out += caf::deep_to_string(ctx);
-    }
-    return out;
-  });
+  cfg.add_error_category(error_category,
+                         [](uint8_t code, caf::atom_value, const caf::message& ctx) {
+                           std::string out = to_string(static_cast<ec>(code));
+                           if (!ctx.empty()) {
+                             out += ": ";
+                             out += caf::deep_to_string(ctx);
+                           }
+                           return out;
+                         });
 }
 
 } // namespace kiln

@@ -15,12 +15,11 @@ namespace kiln {
 /// The answer of the budget owner to a request to spend one LLM query.
 struct query_grant {
   bool granted = false;
-  int64_t used = 0;   ///< queries granted for the task so far, this one included
+  int64_t used = 0; ///< queries granted for the task so far, this one included
   int64_t limit = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, query_grant& x) {
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, query_grant& x) {
   return f(caf::meta::type_name("query_grant"), x.granted, x.used, x.limit);
 }
 
@@ -28,13 +27,12 @@ typename Inspector::result_type inspect(Inspector& f, query_grant& x) {
 struct budget_event {
   std::string task;
   std::string role;
-  std::string kind;   ///< `grant` or `refuse`
+  std::string kind; ///< `grant` or `refuse`
   int64_t used = 0;
   int64_t limit = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, budget_event& x) {
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, budget_event& x) {
   return f(caf::meta::type_name("budget_event"), x.task, x.role, x.kind, x.used, x.limit);
 }
 
@@ -42,7 +40,7 @@ typename Inspector::result_type inspect(Inspector& f, budget_event& x) {
 struct llm_call_record {
   llm_request request;
   llm_reply reply;
-  std::string error;  ///< empty on success
+  std::string error; ///< empty on success
 };
 
 template <class Inspector>
@@ -53,11 +51,11 @@ typename Inspector::result_type inspect(Inspector& f, llm_call_record& x) {
 /// A candidate and, once evaluated, its verdict.
 struct candidate_record {
   std::string task;
-  int64_t seq = 0;          ///< per task, from 1; 0 is the reference
-  int64_t parent = -1;      ///< seq of the parent, -1 for none
-  std::string role;         ///< the role that wrote it
+  int64_t seq = 0;     ///< per task, from 1; 0 is the reference
+  int64_t parent = -1; ///< seq of the parent, -1 for none
+  std::string role;    ///< the role that wrote it
   int32_t phase = 0;
-  int32_t attempt = 0;      ///< 0 for a fresh candidate, n for the n-th fix
+  int32_t attempt = 0; ///< 0 for a fresh candidate, n for the n-th fix
   std::string idea;
   std::string code;
   bool evaluated = false;
@@ -81,10 +79,9 @@ struct task_progress {
   int32_t phase = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, task_progress& x) {
-  return f(caf::meta::type_name("task_progress"), x.task, x.queries, x.query_limit,
-           x.evaluations, x.correct, x.best_speedup, x.phase);
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, task_progress& x) {
+  return f(caf::meta::type_name("task_progress"), x.task, x.queries, x.query_limit, x.evaluations,
+           x.correct, x.best_speedup, x.phase);
 }
 
 /// The outcome of one task's search.
@@ -93,17 +90,16 @@ struct task_result {
   int64_t queries = 0;
   int64_t evaluations = 0;
   int64_t correct = 0;
-  bool found = false;         ///< a correct candidate faster than nothing was found
-  double best_speedup = 1.0;  ///< at least 1.0: the reference is always available
+  bool found = false;        ///< a correct candidate faster than nothing was found
+  double best_speedup = 1.0; ///< at least 1.0: the reference is always available
   double best_runtime_ms = 0;
   double reference_ms = 0;
   std::string best_code;
   int64_t best_seq = 0;
-  std::string stop_reason;    ///< budget, phases, stopped, error: ...
+  std::string stop_reason; ///< budget, phases, stopped, error: ...
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, task_result& x) {
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, task_result& x) {
   return f(caf::meta::type_name("task_result"), x.task, x.queries, x.evaluations, x.correct,
            x.found, x.best_speedup, x.best_runtime_ms, x.reference_ms, x.best_code, x.best_seq,
            x.stop_reason);
@@ -117,8 +113,7 @@ struct llm_totals {
   double cost_usd = 0;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, llm_totals& x) {
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, llm_totals& x) {
   return f(caf::meta::type_name("llm_totals"), x.queries, x.input_tokens, x.output_tokens,
            x.cost_usd);
 }
@@ -131,8 +126,7 @@ struct run_summary {
   std::vector<task_result> tasks;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
   return f(caf::meta::type_name("run_summary"), x.strategy, x.interrupted, x.llm, x.tasks);
 }
 

@@ -15,8 +15,7 @@ struct task_spec {
   std::string source;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, task_spec& x) {
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, task_spec& x) {
   return f(caf::meta::type_name("task_spec"), x.name, x.path, x.source);
 }
 

@@ -39,8 +39,8 @@ std::string verdict_json(const verdict& v) {
   };
   bool ok = v.status == verdict_status::correct;
   std::ostringstream js;
-  js << "{\"status\": \"" << to_string(v.status) << "\", \"reason\": \""
-     << json_escape(v.reason) << "\", "
+  js << "{\"status\": \"" << to_string(v.status) << "\", \"reason\": \"" << json_escape(v.reason)
+     << "\", "
      << "\"speedup\": " << (ok ? num(v.speedup) : "null") << ", "
      << "\"runtime_ms\": " << (ok ? num(v.candidate.median_ms) : "null") << ", "
      << "\"reference_ms\": " << (v.reference.n > 0 ? num(v.reference.median_ms) : "null") << ", "
@@ -49,11 +49,11 @@ std::string verdict_json(const verdict& v) {
      << ", \"max_rel_diffs\": " << list(v.max_rel_diff);
   if (ok)
     js << ", \"runtime\": {\"median_ms\": " << num(v.candidate.median_ms)
-       << ", \"p10_ms\": " << num(v.candidate.p10_ms) << ", \"p90_ms\": "
-       << num(v.candidate.p90_ms) << ", \"n\": " << v.candidate.n << "}"
+       << ", \"p10_ms\": " << num(v.candidate.p10_ms) << ", \"p90_ms\": " << num(v.candidate.p90_ms)
+       << ", \"n\": " << v.candidate.n << "}"
        << ", \"reference\": {\"median_ms\": " << num(v.reference.median_ms)
-       << ", \"p10_ms\": " << num(v.reference.p10_ms) << ", \"p90_ms\": "
-       << num(v.reference.p90_ms) << ", \"n\": " << v.reference.n << "}";
+       << ", \"p10_ms\": " << num(v.reference.p10_ms) << ", \"p90_ms\": " << num(v.reference.p90_ms)
+       << ", \"n\": " << v.reference.n << "}";
   js << ", \"device\": \"" << json_escape(v.device) << "\", \"wall_ms\": " << num(v.wall_ms)
      << ", \"stdout_tail\": \"" << json_escape(v.stdout_tail) << "\", \"stderr_tail\": \""
      << json_escape(v.stderr_tail) << "\"}";
@@ -104,8 +104,8 @@ int eval(const eval_args& args) {
   }
   std::cout << job.task.name << ": " << to_string(v.status);
   if (v.status == verdict_status::correct)
-    std::printf(" speedup %.3fx (candidate %.4f ms, reference %.4f ms, n=%d)",
-                v.speedup, v.candidate.median_ms, v.reference.median_ms, v.candidate.n);
+    std::printf(" speedup %.3fx (candidate %.4f ms, reference %.4f ms, n=%d)", v.speedup,
+                v.candidate.median_ms, v.reference.median_ms, v.candidate.n);
   std::cout << std::flush;
   std::printf("\n  %s\n", v.reason.c_str());
   if (v.status != verdict_status::correct && !v.stderr_tail.empty())

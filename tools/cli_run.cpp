@@ -30,7 +30,8 @@ namespace {
 /// `kiln.log` in the run directory gets everything at the configured level; the terminal
 /// only warnings, so that progress lines stay readable.
 void setup_logging(const std::string& dir, const std::string& level) {
-  auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>((fs::path{dir} / "kiln.log").string());
+  auto file =
+      std::make_shared<spdlog::sinks::basic_file_sink_mt>((fs::path{dir} / "kiln.log").string());
   auto term = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   term->set_level(spdlog::level::warn);
   auto logger = std::make_shared<spdlog::logger>("kiln", spdlog::sinks_init_list{file, term});
@@ -92,10 +93,11 @@ private:
 void print_progress(const task_progress& p, bool ended) {
   static std::mutex mx;
   std::lock_guard<std::mutex> guard{mx};
-  auto what = ended          ? std::string{"done"}
+  auto what = ended         ? std::string{"done"}
               : p.phase < 0 ? std::string{"ideas"}
                             : "phase " + std::to_string(p.phase);
-  std::fprintf(stderr, "kiln: %-24s %-8s queries %lld/%lld  evals %lld (%lld correct)  best %.3fx\n",
+  std::fprintf(stderr,
+               "kiln: %-24s %-8s queries %lld/%lld  evals %lld (%lld correct)  best %.3fx\n",
                p.task.c_str(), what.c_str(), static_cast<long long>(p.queries),
                static_cast<long long>(p.query_limit), static_cast<long long>(p.evaluations),
                static_cast<long long>(p.correct), p.best_speedup);
@@ -157,22 +159,22 @@ int run(const run_args& args) {
     caf::scoped_actor self{sys};
     // A run lasts as long as its budgets allow; the supervisor enforces those, not this wait.
     self->request(sup, defaults::run_timeout, run_atom::value)
-      .receive(
-        [&](run_summary& s) {
-          try {
-            write_run_outputs(out, s);
-          } catch (const std::exception& e) {
-            std::cerr << "kiln: " << e.what() << "\n";
-            code = 1;
-          }
-          std::cout << render_table(s, query_limit, out) << std::flush;
-          if (s.interrupted && code == 0)
-            code = 130;
-        },
-        [&](caf::error& err) {
-          std::cerr << "kiln: run failed: " << render(err) << "\n";
-          code = 1;
-        });
+        .receive(
+            [&](run_summary& s) {
+              try {
+                write_run_outputs(out, s);
+              } catch (const std::exception& e) {
+                std::cerr << "kiln: " << e.what() << "\n";
+                code = 1;
+              }
+              std::cout << render_table(s, query_limit, out) << std::flush;
+              if (s.interrupted && code == 0)
+                code = 130;
+            },
+            [&](caf::error& err) {
+              std::cerr << "kiln: run failed: " << render(err) << "\n";
+              code = 1;
+            });
     self->send_exit(sup, caf::exit_reason::user_shutdown);
   }
   spdlog::info("kiln: run ended with exit code {}", code);

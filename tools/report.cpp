@@ -115,11 +115,21 @@ std::string json_escape(const std::string& s) {
   out.reserve(s.size() + 2);
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -140,9 +150,9 @@ void write_run_outputs(const std::string& dir, const run_summary& s) {
   js << "{\"strategy\": \"" << json_escape(s.strategy) << "\", "
      << "\"geomean_speedup\": " << num(geomean_speedup(s.tasks)) << ", "
      << "\"interrupted\": " << (s.interrupted ? "true" : "false") << ",\n"
-     << " \"llm\": {\"queries\": " << s.llm.queries << ", \"input_tokens\": "
-     << s.llm.input_tokens << ", \"output_tokens\": " << s.llm.output_tokens
-     << ", \"cost_usd\": " << num(s.llm.cost_usd) << "},\n \"tasks\": [";
+     << " \"llm\": {\"queries\": " << s.llm.queries << ", \"input_tokens\": " << s.llm.input_tokens
+     << ", \"output_tokens\": " << s.llm.output_tokens << ", \"cost_usd\": " << num(s.llm.cost_usd)
+     << "},\n \"tasks\": [";
   bool first = true;
   for (auto& t : s.tasks) {
     std::string best;

@@ -53,8 +53,8 @@ struct archive_fixture {
   void flush(const archive_actor& a) {
     bool ok = false;
     self->request(a, reply_timeout, flush_atom::value)
-      .receive([&](ok_atom) { ok = true; },
-               [&](caf::error& err) { FAIL("flush failed: " << sys.render(err)); });
+        .receive([&](ok_atom) { ok = true; },
+                 [&](caf::error& err) { FAIL("flush failed: " << sys.render(err)); });
     REQUIRE(ok);
   }
 
@@ -169,7 +169,7 @@ TEST_CASE_METHOD(archive_fixture, "a candidate and then its verdict make one row
     sqlite::database db{path, sqlite::open_mode::read_only};
     auto st = db.prepare("SELECT status, evaluated_ts, parent FROM candidates");
     REQUIRE(st.step());
-    CHECK(st.column_is_null(0));  // not evaluated yet
+    CHECK(st.column_is_null(0)); // not evaluated yet
     CHECK(st.column_is_null(1));
     CHECK(st.column_int64(2) == 3);
   }
@@ -233,7 +233,7 @@ TEST_CASE_METHOD(archive_fixture, "a verdict without its candidate still makes a
   auto st = db.prepare("SELECT parent, idea, code, status, reason, speedup, runtime_ms, n, "
                        "max_abs_diff FROM candidates");
   REQUIRE(st.step());
-  CHECK(st.column_is_null(0));  // no parent
+  CHECK(st.column_is_null(0)); // no parent
   CHECK(st.column_text(1) == "a later idea");
   CHECK(st.column_text(2) == "class ModelNew(nn.Module): ...");
   CHECK(st.column_text(3) == "incorrect");
@@ -250,8 +250,8 @@ TEST_CASE_METHOD(archive_fixture, "budget events keep their order", "[archive]")
   auto path = fresh_path("budget");
   auto a = spawn_archive(sys, path);
   for (int i = 1; i <= 5; ++i)
-    self->send(a, put_atom::value, budget_event{"2_Conv", "optimizer", i <= 4 ? "grant" : "refuse",
-                                                std::min(i, 4), 4});
+    self->send(a, put_atom::value,
+               budget_event{"2_Conv", "optimizer", i <= 4 ? "grant" : "refuse", std::min(i, 4), 4});
   flush(a);
 
   sqlite::database db{path, sqlite::open_mode::read_only};
@@ -380,12 +380,11 @@ TEST_CASE_METHOD(archive_fixture, "an archive that cannot be opened throws with 
   // A file that is not SQLite is refused rather than overwritten.
   auto junk = fresh_path("junk");
   std::ofstream{junk} << std::string(4096, 'x');
-  CHECK_THROWS_WITH(spawn_archive(sys, junk), Catch::Contains(junk)
-                                                && Catch::Contains("not a database"));
+  CHECK_THROWS_WITH(spawn_archive(sys, junk),
+                    Catch::Contains(junk) && Catch::Contains("not a database"));
 }
 
-TEST_CASE_METHOD(archive_fixture, "an archive of another schema version is refused",
-                 "[archive]") {
+TEST_CASE_METHOD(archive_fixture, "an archive of another schema version is refused", "[archive]") {
   auto path = fresh_path("old_schema");
   {
     sqlite::database db{path};
@@ -408,7 +407,7 @@ TEST_CASE_METHOD(archive_fixture, "a failed write is logged and the archive keep
   }
   self->send(a, put_atom::value, budget_event{"1_MLP", "optimizer", "grant", 1, 40});
   self->send(a, put_atom::value, sample_call());
-  flush(a);  // the actor is alive: it answers
+  flush(a); // the actor is alive: it answers
   sqlite::database db{path, sqlite::open_mode::read_only};
   CHECK(count_rows(db, "llm_calls") == 1);
 }
@@ -443,8 +442,8 @@ TEST_CASE("sqlite errors name the statement that failed", "[archive][sqlite]") {
   auto path = fresh_path("sqlite_errors");
   sqlite::database db{path};
   db.exec("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)");
-  CHECK_THROWS_WITH(db.exec("SELEKT 1"), Catch::Contains("SELEKT 1")
-                                           && Catch::Contains("syntax error"));
+  CHECK_THROWS_WITH(db.exec("SELEKT 1"),
+                    Catch::Contains("SELEKT 1") && Catch::Contains("syntax error"));
   CHECK_THROWS_WITH(db.prepare("SELECT nope FROM t"), Catch::Contains("no such column"));
   auto ins = db.prepare("INSERT INTO t (k, v) VALUES (?1, ?2)");
   ins.bind_int64(1, 1);
@@ -452,7 +451,7 @@ TEST_CASE("sqlite errors name the statement that failed", "[archive][sqlite]") {
   ins.run();
   // The same key again: the statement is reset after the failure and usable afterwards.
   CHECK_THROWS_WITH(ins.run(), Catch::Contains("UNIQUE constraint failed")
-                                 && Catch::Contains("INSERT INTO t"));
+                                   && Catch::Contains("INSERT INTO t"));
   ins.bind_int64(1, 2);
   ins.bind_null(2);
   ins.run();

@@ -89,31 +89,31 @@ inline caf::behavior fake_evaluator(caf::stateful_actor<fake_evaluator_state>* s
   self->state.hold = hold;
   self->state.observer = observer;
   return {
-    [self](eval_atom, const eval_job& job) -> caf::result<verdict> {
-      auto& st = self->state;
-      ++st.jobs;
-      if (!st.hold)
-        return fake_verdict(job);
-      auto rp = self->make_response_promise();
-      st.held.emplace_back(job, rp);
-      if (st.observer)
-        self->send(st.observer, held_atom::value, job.candidate_id);
-      return caf::delegated<verdict>{};
-    },
-    [](facts_atom) {
-      runner_facts f;
-      f.device = "cpu";
-      f.torch_version = "1.13.0";
-      f.cpu_threads = 2;
-      return f;
-    },
-    [self](release_atom) {
-      auto& st = self->state;
-      st.hold = false;
-      for (auto& [job, rp] : st.held)
-        rp.deliver(fake_verdict(job));
-      st.held.clear();
-    },
+      [self](eval_atom, const eval_job& job) -> caf::result<verdict> {
+        auto& st = self->state;
+        ++st.jobs;
+        if (!st.hold)
+          return fake_verdict(job);
+        auto rp = self->make_response_promise();
+        st.held.emplace_back(job, rp);
+        if (st.observer)
+          self->send(st.observer, held_atom::value, job.candidate_id);
+        return caf::delegated<verdict>{};
+      },
+      [](facts_atom) {
+        runner_facts f;
+        f.device = "cpu";
+        f.torch_version = "1.13.0";
+        f.cpu_threads = 2;
+        return f;
+      },
+      [self](release_atom) {
+        auto& st = self->state;
+        st.hold = false;
+        for (auto& [job, rp] : st.held)
+          rp.deliver(fake_verdict(job));
+        st.held.clear();
+      },
   };
 }
 

@@ -52,14 +52,12 @@ TEST_CASE_METHOD(actor_fixture, "the query budget is never exceeded under concur
       auto granted = std::make_shared<int>(0);
       auto answered = std::make_shared<int>(0);
       for (int i = 0; i < per_racer; ++i)
-        racer
-          ->request(sup, wait, grant_atom::value, std::string{"t"},
-                    std::string{"optimizer"})
-          .then([=](const query_grant& g) {
-            *granted += g.granted ? 1 : 0;
-            if (++*answered == per_racer)
-              racer->send(observer, *granted);
-          });
+        racer->request(sup, wait, grant_atom::value, std::string{"t"}, std::string{"optimizer"})
+            .then([=](const query_grant& g) {
+              *granted += g.granted ? 1 : 0;
+              if (++*answered == per_racer)
+                racer->send(observer, *granted);
+            });
     });
   }
   int total = 0;
@@ -70,8 +68,8 @@ TEST_CASE_METHOD(actor_fixture, "the query budget is never exceeded under concur
   agent_request req;
   req.task.name = "t";
   self->request(sup, wait, ask_atom::value, std::string{"optimizer"}, req)
-    .receive([](agent_reply&) { FAIL("a query was granted beyond the budget"); },
-             [](caf::error& err) { CHECK(is(err, ec::budget_exhausted)); });
+      .receive([](agent_reply&) { FAIL("a query was granted beyond the budget"); },
+               [](caf::error& err) { CHECK(is(err, ec::budget_exhausted)); });
   self->send_exit(sup, caf::exit_reason::user_shutdown);
 }
 
@@ -103,8 +101,8 @@ TEST_CASE_METHOD(actor_fixture, "a crashed agent is restarted and answers again"
   caf::scoped_actor self{*sys};
   caf::actor before;
   self->request(sup, wait, get_atom::value, std::string{"agent:optimizer"})
-    .receive([&](caf::actor& a) { before = a; },
-             [](caf::error& err) { FAIL(caf::to_string(err)); });
+      .receive([&](caf::actor& a) { before = a; },
+               [](caf::error& err) { FAIL(caf::to_string(err)); });
   REQUIRE(before);
   self->monitor(before);
   self->send_exit(before, caf::exit_reason::kill);
@@ -115,11 +113,11 @@ TEST_CASE_METHOD(actor_fixture, "a crashed agent is restarted and answers again"
   req.kind = prompt_kind::optimize;
   req.idea = "inference_mode";
   self->request(sup, wait, ask_atom::value, std::string{"optimizer"}, req)
-    .receive([](agent_reply& r) { CHECK(!r.raw.empty()); },
-             [](caf::error& err) { FAIL(caf::to_string(err)); });
+      .receive([](agent_reply& r) { CHECK(!r.raw.empty()); },
+               [](caf::error& err) { FAIL(caf::to_string(err)); });
   self->request(sup, wait, get_atom::value, std::string{"agent:optimizer"})
-    .receive([&](caf::actor& a) { CHECK(a != before); },
-             [](caf::error& err) { FAIL(caf::to_string(err)); });
+      .receive([&](caf::actor& a) { CHECK(a != before); },
+               [](caf::error& err) { FAIL(caf::to_string(err)); });
   self->send_exit(sup, caf::exit_reason::user_shutdown);
 }
 
@@ -132,8 +130,8 @@ TEST_CASE_METHOD(actor_fixture, "a run ends within budget and the archive holds 
   caf::scoped_actor self{*sys};
   run_summary summary;
   self->request(sup, wait, run_atom::value)
-    .receive([&](run_summary& s) { summary = std::move(s); },
-             [](caf::error& err) { FAIL(caf::to_string(err)); });
+      .receive([&](run_summary& s) { summary = std::move(s); },
+               [](caf::error& err) { FAIL(caf::to_string(err)); });
   REQUIRE(summary.tasks.size() == 2);
   CHECK_FALSE(summary.interrupted);
   CHECK(summary.strategy == "pike-b");
@@ -156,7 +154,8 @@ TEST_CASE_METHOD(actor_fixture, "a run ends within budget and the archive holds 
   CHECK(count_rows(db, "SELECT COUNT(*) FROM tasks") == 2);
 }
 
-TEST_CASE_METHOD(actor_fixture, "a stop lets in-flight work finish and reports an interrupted run") {
+TEST_CASE_METHOD(actor_fixture,
+                 "a stop lets in-flight work finish and reports an interrupted run") {
   auto out = fresh_dir("stop");
   caf::scoped_actor self{*sys};
   auto plan = plan_with_fake(out, 50, true, caf::actor{self});
@@ -175,12 +174,13 @@ TEST_CASE_METHOD(actor_fixture, "a stop lets in-flight work finish and reports a
   run_summary summary;
   bool got = false;
   while (!got)
-    self->receive([&](run_summary& s) {
-                    summary = std::move(s);
-                    got = true;
-                  },
-                  [&](held_atom, const std::string&) {}, // jobs queued before the stop
-                  [&](caf::error& err) { FAIL(caf::to_string(err)); });
+    self->receive(
+        [&](run_summary& s) {
+          summary = std::move(s);
+          got = true;
+        },
+        [&](held_atom, const std::string&) {}, // jobs queued before the stop
+        [&](caf::error& err) { FAIL(caf::to_string(err)); });
   CHECK(summary.interrupted);
   REQUIRE(summary.tasks.size() == 2);
   CHECK(summary.tasks[0].stop_reason == "stopped");

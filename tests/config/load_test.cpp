@@ -40,7 +40,9 @@ std::string error_of(const std::string& path) {
   return {};
 }
 
-std::string normal(const fs::path& p) { return fs::absolute(p).lexically_normal().string(); }
+std::string normal(const fs::path& p) {
+  return fs::absolute(p).lexically_normal().string();
+}
 
 const std::string source_dir = KILN_SOURCE_DIR;
 
@@ -270,7 +272,7 @@ TEST_CASE("a word outside its set lists the allowed ones") {
   auto path = write("choice.toml", "[run]\nlog_level = \"verbose\"\n");
   CHECK(error_of(path)
         == path
-             + ":2:13: [run] log_level must be trace, debug, info, warn or error, not 'verbose'");
+               + ":2:13: [run] log_level must be trace, debug, info, warn or error, not 'verbose'");
 
   path = write("choice-kind.toml", "[strategy]\nkind = \"pike-x\"\n");
   CHECK(error_of(path) == path + ":2:8: [strategy] kind must be pike-b or pike-o, not 'pike-x'");
@@ -291,7 +293,7 @@ TEST_CASE("devices are auto, cpu, or a list of cpu and cuda:N") {
   CHECK(load_config(write("dev1.toml", "[evaluator]\ndevices = \"cuda:1\"\n")).evaluator.devices
         == std::vector<std::string>{"cuda:1"});
   CHECK(load_config(write("dev2.toml", "[evaluator]\ndevices = [\"cuda:0\", \"cuda:3\"]\n"))
-          .evaluator.devices
+            .evaluator.devices
         == std::vector<std::string>{"cuda:0", "cuda:3"});
 
   auto path = write("dev-bad.toml", "[evaluator]\ndevices = [\"cuda:0\", \"gpu1\"]\n");
@@ -322,8 +324,9 @@ TEST_CASE("every strategy role must be a declared agent") {
   auto path = write("missing-role.toml", "[llm.main]\nprovider = \"rules\"\n"
                                          "[agents.brainstormer]\nllm = \"main\"\n"
                                          "[agents.optimizer]\nllm = \"main\"\n");
-  CHECK(error_of(path)
-        == path
+  CHECK(
+      error_of(path)
+      == path
              + ":3:1: [strategy] error_fixer role 'error_fixer' has no [agents.error_fixer] table");
 
   // A role the strategy renames is blamed on the strategy's key.
@@ -341,9 +344,9 @@ TEST_CASE("several profiles without agents leave the roles unassigned") {
                                          "[llm.b]\nprovider = \"rules\"\n");
   CHECK(error_of(path)
         == path
-             + ":1:1: [strategy] brainstormer role 'brainstormer' has no [agents.brainstormer] "
-               "table (with several [llm.*] profiles, declare the agents and the llm each one "
-               "uses)");
+               + ":1:1: [strategy] brainstormer role 'brainstormer' has no [agents.brainstormer] "
+                 "table (with several [llm.*] profiles, declare the agents and the llm each one "
+                 "uses)");
 }
 
 TEST_CASE("HTTP providers need a model and a URL, and keys stay out of messages") {
@@ -360,9 +363,10 @@ TEST_CASE("HTTP providers need a model and a URL, and keys stay out of messages"
   CHECK(error_of(path) == path + ":4:12: [llm.main] base_url must start with http:// or https://");
 
   path = write("no-provider.toml", "[llm.main]\nmodel = \"m\"\n");
-  CHECK(
-    error_of(path)
-    == path + ":1:1: [llm.main] provider is required (rules, openai, anthropic, gemini or replay)");
+  CHECK(error_of(path)
+        == path
+               + ":1:1: [llm.main] provider is required (rules, openai, anthropic, gemini or "
+                 "replay)");
 
   path = write("key-in-env.toml", "[llm.main]\nprovider = \"openai\"\nmodel = \"m\"\n"
                                   "base_url = \"https://api.openai.com/v1\"\n"
@@ -376,16 +380,16 @@ TEST_CASE("HTTP providers need a model and a URL, and keys stay out of messages"
 TEST_CASE("relative paths are resolved against the config's directory") {
   auto dir = tmp_dir() / "paths" / "conf";
   auto path =
-    write("paths/conf/kiln.toml", "[run]\n"
-                                  "tasks = [\"tasks\", \"/abs/tasks\", \"../more/x.py\"]\n"
-                                  "out = \"../out\"\n"
-                                  "[evaluator]\n"
-                                  "python = \"venv/bin/python\"\n"
-                                  "[llm.main]\nprovider = \"rules\"\n"
-                                  "[agents.brainstormer]\nllm = \"main\"\n"
-                                  "template = \"prompts/brainstorm.txt\"\n"
-                                  "[agents.optimizer]\nllm = \"main\"\n"
-                                  "[agents.error_fixer]\nllm = \"main\"\n");
+      write("paths/conf/kiln.toml", "[run]\n"
+                                    "tasks = [\"tasks\", \"/abs/tasks\", \"../more/x.py\"]\n"
+                                    "out = \"../out\"\n"
+                                    "[evaluator]\n"
+                                    "python = \"venv/bin/python\"\n"
+                                    "[llm.main]\nprovider = \"rules\"\n"
+                                    "[agents.brainstormer]\nllm = \"main\"\n"
+                                    "template = \"prompts/brainstorm.txt\"\n"
+                                    "[agents.optimizer]\nllm = \"main\"\n"
+                                    "[agents.error_fixer]\nllm = \"main\"\n");
   auto cfg = load_config(path);
   CHECK(cfg.run.tasks
         == std::vector<std::string>{normal(dir / "tasks"), "/abs/tasks",

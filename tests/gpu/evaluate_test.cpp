@@ -78,8 +78,8 @@ kiln::verdict evaluate(kiln::evaluation_engine& engine, const std::string& candi
   job.code = slurp(candidate_file(candidate));
   job.timeout_s = timeout_s;
   auto v = engine.evaluate(job, seed);
-  INFO(candidate << ": " << kiln::to_string(v.status) << " (" << v.reason << ")\nstderr: "
-                 << v.stderr_tail);
+  INFO(candidate << ": " << kiln::to_string(v.status) << " (" << v.reason
+                 << ")\nstderr: " << v.stderr_tail);
   return v;
 }
 
@@ -246,5 +246,5 @@ TEST_CASE("pike mode runs PIKE's single trial and reports a speedup") {
     CHECK(text.find("\"weight_seed\": 1,") != std::string::npos);
     ++jobs;
   }
-  CHECK(jobs == 1);  // the reference's folder is gone with its outputs; the candidate's stays
+  CHECK(jobs == 1); // the reference's folder is gone with its outputs; the candidate's stays
 }

@@ -36,11 +36,11 @@ TEST_CASE("installing the harness writes it once and repairs a changed copy") {
 
   auto before = fs::last_write_time(path);
   CHECK(kiln::install_harness(dir) == path);
-  CHECK(fs::last_write_time(path) == before);  // identical copy: left alone
+  CHECK(fs::last_write_time(path) == before); // identical copy: left alone
 
   std::ofstream{path, std::ios::trunc} << "print('tampered')\n";
   kiln::install_harness(dir);
   CHECK(slurp(path) == kiln::harness_source());
   for (auto& e : fs::directory_iterator{dir})
-    CHECK(e.path().filename() == "kiln_harness.py");  // no temporary left behind
+    CHECK(e.path().filename() == "kiln_harness.py"); // no temporary left behind
 }

@@ -19,34 +19,34 @@ namespace {
 
 evaluator_actor::behavior_type echo_evaluator() {
   return {
-    [](eval_atom, const eval_job& job) {
-      verdict v;
-      v.status = verdict_status::correct;
-      v.reason = job.candidate_id + ":" + job.task.source;
-      v.max_abs_diff = {static_cast<double>(job.code.size())};
-      v.candidate.median_ms = job.timeout_s;
-      v.device = "remote";
-      return v;
-    },
-    [](facts_atom) {
-      runner_facts f;
-      f.device = "cuda:7";
-      f.torch_version = "2.11.0";
-      f.cuda = true;
-      return f;
-    },
+      [](eval_atom, const eval_job& job) {
+        verdict v;
+        v.status = verdict_status::correct;
+        v.reason = job.candidate_id + ":" + job.task.source;
+        v.max_abs_diff = {static_cast<double>(job.code.size())};
+        v.candidate.median_ms = job.timeout_s;
+        v.device = "remote";
+        return v;
+      },
+      [](facts_atom) {
+        runner_facts f;
+        f.device = "cuda:7";
+        f.torch_version = "2.11.0";
+        f.cuda = true;
+        return f;
+      },
   };
 }
 
 agent_actor::behavior_type echo_agent() {
   return {
-    [](ask_atom, const agent_request& req) {
-      agent_reply r;
-      r.ideas = {req.idea, req.task.name};
-      r.code = req.code + "#" + std::to_string(req.seed);
-      r.profile = to_string(req.kind);
-      return r;
-    },
+      [](ask_atom, const agent_request& req) {
+        agent_reply r;
+        r.ideas = {req.idea, req.task.name};
+        r.code = req.code + "#" + std::to_string(req.seed);
+        r.profile = to_string(req.kind);
+        return r;
+      },
   };
 }
 
@@ -110,18 +110,18 @@ TEST_CASE("typed requests cross a CAF io connection between processes") {
     caf::scoped_actor self{sys};
     eval_job job{{"1_MLP", "/t/1_MLP.py", "src"}, "1_MLP#2", "class ModelNew: pass", 12.5};
     self->request(*ev, std::chrono::seconds(10), eval_atom::value, job)
-      .receive(
-        [](const verdict& v) {
-          CHECK(v.status == verdict_status::correct);
-          CHECK(v.reason == "1_MLP#2:src");
-          CHECK(v.max_abs_diff == std::vector<double>{20});
-          CHECK(v.candidate.median_ms == 12.5);
-          CHECK(v.device == "remote");
-        },
-        [](caf::error& err) { FAIL(caf::to_string(err)); });
+        .receive(
+            [](const verdict& v) {
+              CHECK(v.status == verdict_status::correct);
+              CHECK(v.reason == "1_MLP#2:src");
+              CHECK(v.max_abs_diff == std::vector<double>{20});
+              CHECK(v.candidate.median_ms == 12.5);
+              CHECK(v.device == "remote");
+            },
+            [](caf::error& err) { FAIL(caf::to_string(err)); });
     self->request(*ev, std::chrono::seconds(10), facts_atom::value)
-      .receive([](const runner_facts& f) { CHECK(f.device == "cuda:7"); },
-               [](caf::error& err) { FAIL(caf::to_string(err)); });
+        .receive([](const runner_facts& f) { CHECK(f.device == "cuda:7"); },
+                 [](caf::error& err) { FAIL(caf::to_string(err)); });
     agent_request req;
     req.task.name = "2_Conv";
     req.kind = prompt_kind::fix;
@@ -129,13 +129,13 @@ TEST_CASE("typed requests cross a CAF io connection between processes") {
     req.code = "x";
     req.seed = 5;
     self->request(*ag, std::chrono::seconds(10), ask_atom::value, req)
-      .receive(
-        [](const agent_reply& r) {
-          CHECK(r.ideas == std::vector<std::string>{"fold", "2_Conv"});
-          CHECK(r.code == "x#5");
-          CHECK(r.profile == "fix");
-        },
-        [](caf::error& err) { FAIL(caf::to_string(err)); });
+        .receive(
+            [](const agent_reply& r) {
+              CHECK(r.ideas == std::vector<std::string>{"fold", "2_Conv"});
+              CHECK(r.code == "x#5");
+              CHECK(r.profile == "fix");
+            },
+            [](caf::error& err) { FAIL(caf::to_string(err)); });
   }
   close(down[1]);
   int status = 0;

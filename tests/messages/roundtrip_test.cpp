@@ -26,8 +26,7 @@ struct fixture {
     sys = std::make_unique<caf::actor_system>(cfg);
   }
 
-  template <class T>
-  T roundtrip(T x) {
+  template <class T> T roundtrip(T x) {
     std::vector<char> buf;
     caf::binary_serializer sink{*sys, buf};
     REQUIRE(!sink(x));
@@ -77,11 +76,11 @@ runner_facts sample_facts() {
 
 } // namespace
 
-#define CHECK_ROUNDTRIP(value)                                                                  \
-  do {                                                                                          \
-    auto original = (value);                                                                    \
-    auto copy = roundtrip(original);                                                            \
-    CHECK(caf::deep_to_string(copy) == caf::deep_to_string(original));                          \
+#define CHECK_ROUNDTRIP(value)                                                                     \
+  do {                                                                                             \
+    auto original = (value);                                                                       \
+    auto copy = roundtrip(original);                                                               \
+    CHECK(caf::deep_to_string(copy) == caf::deep_to_string(original));                             \
   } while (false)
 
 TEST_CASE_METHOD(fixture, "every message type round-trips through the binary serializer") {
@@ -138,9 +137,9 @@ TEST_CASE_METHOD(fixture, "every message type round-trips through the binary ser
 }
 
 TEST_CASE_METHOD(fixture, "enums keep their value across the wire") {
-  for (auto s : {verdict_status::correct, verdict_status::incorrect, verdict_status::rejected,
-                 verdict_status::compile_error, verdict_status::runtime_error,
-                 verdict_status::timeout}) {
+  for (auto s :
+       {verdict_status::correct, verdict_status::incorrect, verdict_status::rejected,
+        verdict_status::compile_error, verdict_status::runtime_error, verdict_status::timeout}) {
     verdict v;
     v.status = s;
     CHECK(roundtrip(v).status == s);
@@ -148,8 +147,8 @@ TEST_CASE_METHOD(fixture, "enums keep their value across the wire") {
     REQUIRE(from_string(to_string(s), parsed));
     CHECK(parsed == s);
   }
-  for (auto k : {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve,
-                 prompt_kind::fix}) {
+  for (auto k :
+       {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve, prompt_kind::fix}) {
     llm_request r;
     r.kind = k;
     CHECK(roundtrip(r).kind == k);
