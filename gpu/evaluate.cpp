@@ -9,6 +9,7 @@
 // runners' files only as far as it must and derives every judgement itself.
 
 #include "gpu/evaluate.hpp"
+#include "gpu/json_text.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -68,38 +69,6 @@ void write_file(const std::string& path, std::string_view text) {
   out.close();
   if (!out)
     throw std::runtime_error("cannot write " + path);
-}
-
-std::string json_quote(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
 }
 
 // -- runner protocol -----------------------------------------------------------------------------
@@ -282,14 +251,9 @@ std::vector<std::string> runner_env(const std::string& python, const std::string
 std::string absolute_program(const std::string& program) {
   if (program.empty() || program.find('/') != std::string::npos)
     return program;
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs{path ? path : ""};
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    auto candidate = fs::path{dir.empty() ? "." : dir} / program;
-    if (::access(candidate.c_str(), X_OK) == 0)
-      return fs::absolute(candidate).string();
-  }
+  auto found = find_on_path(program);
+  if (!found.empty())
+    return found.front();
   return program;
 }
 

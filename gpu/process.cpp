@@ -116,22 +116,11 @@ std::optional<std::string> resolve_program(const std::string& name, std::string&
   }
   if (name.find('/') != std::string::npos)
     return name.front() == '/' ? name : current_dir() + "/" + name;
+  auto found = find_on_path(name);
+  if (!found.empty())
+    return found.front();
   const char* env_path = ::getenv("PATH");
-  std::string path = env_path != nullptr ? env_path : "/usr/local/bin:/usr/bin:/bin";
-  size_t begin = 0;
-  while (begin <= path.size()) {
-    size_t end = path.find(':', begin);
-    if (end == std::string::npos)
-      end = path.size();
-    std::string dir = path.substr(begin, end - begin);
-    if (dir.empty())
-      dir = "."; // an empty PATH entry means the current directory
-    std::string candidate = dir + "/" + name;
-    if (is_executable_file(candidate))
-      return candidate.front() == '/' ? candidate : current_dir() + "/" + candidate;
-    begin = end + 1;
-  }
-  error = "cannot start '" + name + "': not found on PATH (" + path + ")";
+  error = "cannot start '" + name + "': not found on PATH (" + (env_path ? env_path : "") + ")";
   return std::nullopt;
 }
 
@@ -492,6 +481,26 @@ process_result run_process(const process_options& opts) {
   }
   wait_group_gone(pid);
   return finish();
+}
+
+std::vector<std::string> find_on_path(const std::string& name) {
+  std::vector<std::string> out;
+  const char* env_path = ::getenv("PATH");
+  std::string path = env_path != nullptr ? env_path : "/usr/local/bin:/usr/bin:/bin";
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    size_t end = path.find(':', begin);
+    if (end == std::string::npos)
+      end = path.size();
+    std::string dir = path.substr(begin, end - begin);
+    begin = end + 1;
+    if (dir.empty() || dir.front() != '/')
+      continue;
+    std::string file = dir + "/" + name;
+    if (is_executable_file(file))
+      out.push_back(file);
+  }
+  return out;
 }
 
 std::string tail_of_file(const std::string& path, size_t max_bytes) {

@@ -32,6 +32,10 @@ struct process_result {
 /// with SIGKILL if the calling process dies (PR_SET_PDEATHSIG).
 process_result run_process(const process_options& opts);
 
+/// Every executable file called `name` in the absolute directories of this process's PATH, in
+/// PATH order. Relative entries are skipped: they would depend on a child's working directory.
+std::vector<std::string> find_on_path(const std::string& name);
+
 /// The last `max_bytes` of a file, or empty if it cannot be read.
 std::string tail_of_file(const std::string& path, size_t max_bytes);
 

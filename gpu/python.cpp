@@ -23,34 +23,14 @@ struct candidate {
   std::string path;  ///< what we run
 };
 
-bool is_executable_file(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
 std::string parent_path_var() {
   const char* p = ::getenv("PATH");
   return p != nullptr ? p : "/usr/local/bin:/usr/bin:/bin";
 }
 
-/// Every executable `name` on PATH, in PATH order.
-std::vector<std::string> all_on_path(const std::string& name) {
-  std::vector<std::string> out;
-  std::string path = parent_path_var();
-  size_t begin = 0;
-  while (begin <= path.size()) {
-    size_t end = path.find(':', begin);
-    if (end == std::string::npos)
-      end = path.size();
-    std::string dir = path.substr(begin, end - begin);
-    begin = end + 1;
-    if (dir.empty() || dir.front() != '/')
-      continue; // relative PATH entries would depend on the runner's working directory
-    std::string file = dir + "/" + name;
-    if (is_executable_file(file))
-      out.push_back(file);
-  }
-  return out;
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
 std::vector<candidate> candidates_for(const std::string& configured) {
@@ -58,14 +38,14 @@ std::vector<candidate> candidates_for(const std::string& configured) {
   if (!configured.empty()) {
     std::string path = configured;
     if (configured.find('/') == std::string::npos) {
-      auto found = all_on_path(configured);
+      auto found = find_on_path(configured);
       if (!found.empty())
         path = found.front();
     }
     raw.push_back({configured, path});
     return raw;
   }
-  for (auto& p : all_on_path("python3"))
+  for (auto& p : find_on_path("python3"))
     raw.push_back({"python3", p});
   raw.push_back({"/usr/bin/python3", "/usr/bin/python3"});
   // /bin/python3 and /usr/bin/python3 are the same file on a merged-/usr system: probe each

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "gpu/json_text.hpp"
 #include "tools/cli.hpp"
 
 namespace fs = std::filesystem;
@@ -112,34 +113,7 @@ double geomean_speedup(const std::vector<task_result>& tasks) {
 
 std::string json_escape(const std::string& s) {
   std::string out;
-  out.reserve(s.size() + 2);
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
+  append_json_escaped(out, s);
   return out;
 }
 

@@ -1,0 +1,51 @@
+#pragma once
+
+// Writing JSON strings: the runner's job files and kiln's own reports. (Reading JSON is
+// simdjson's.)
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace kiln {
+
+/// Appends `s` escaped for a JSON string, without the quotes.
+inline void append_json_escaped(std::string& out, std::string_view s) {
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+}
+
+/// `s` as a quoted JSON string.
+inline std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  append_json_escaped(out, s);
+  out += '"';
+  return out;
+}
+
+} // namespace kiln
