@@ -287,6 +287,13 @@ int score_jit_freeze(const source_traits& s, const device_view& d) {
   return s.elementwise || s.matmul ? 40 : 15;
 }
 
+int score_inplace_elementwise(const source_traits& s, const device_view& d) {
+  // fx traces the forward (not for stateful modules, see conv_bn_fold).
+  if (!s.elementwise || s.stateful)
+    return 0;
+  return d.cuda ? 30 : 75;
+}
+
 int score_cpu_fuser(const source_traits& s, const device_view& d) {
   if (d.cuda || !s.elementwise)
     return 0;
@@ -423,16 +430,141 @@ def _kiln_script(plan, rewrite):
 
 constexpr std::string_view py_jit_freeze = R"py(
 def _kiln_jit_freeze(plan):
-    # Freezing plus the inference passes (optimize_for_inference: conv/BN folding, conv weight
-    # pre-packing, dropping no-ops) runs the whole forward in the TorchScript interpreter.
+    # The frozen graph runs in the TorchScript executor, which drops Python dispatch and fuses
+    # what it can. For models with convolutions, optimize_for_inference then folds conv/BN and
+    # pre-packs the convolution weights for oneDNN; for models without, it is skipped because it
+    # rewrites linear layers into a oneDNN form that was slower than BLAS in kiln's measurements.
+    convs = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+    has_conv = any(isinstance(m, convs) for m in plan.module.modules())
     frozen = _kiln_script(plan, "jit_freeze")
-    if frozen is not None:
+    if frozen is None:
+        return
+    if has_conv:
         try:
             frozen = torch.jit.optimize_for_inference(frozen)
         except Exception as e:
             _kiln_note("jit_freeze: optimize_for_inference failed (%s); using the frozen graph"
                        % type(e).__name__)
-        plan.fn = frozen
+    plan.fn = frozen
+)py";
+
+constexpr std::string_view py_inplace_elementwise = R"py(
+import operator as _kiln_operator
+
+# Operators whose result is always a new tensor (never a view of, or the same object as, an
+# input), so the result may be overwritten once nothing else reads it.
+_KILN_FRESH_FUNCTIONS = {
+    torch.add, torch.sub, torch.mul, torch.div, torch.matmul, torch.mm, torch.bmm, torch.addmm,
+    torch.relu, torch.tanh, torch.sigmoid, torch.exp, torch.clamp, torch.softmax, torch.sqrt,
+    torch.abs, torch.neg, _kiln_operator.add, _kiln_operator.sub, _kiln_operator.mul,
+    _kiln_operator.truediv, _kiln_operator.matmul, nn.functional.linear, nn.functional.gelu,
+    nn.functional.silu, nn.functional.softmax, nn.functional.layer_norm,
+    nn.functional.conv1d, nn.functional.conv2d, nn.functional.conv3d,
+}
+_KILN_FRESH_METHODS = {"add", "sub", "mul", "div", "matmul", "clamp", "relu", "tanh", "sigmoid",
+                       "exp", "softmax", "sqrt", "abs", "neg", "add_", "sub_", "mul_", "div_",
+                       "clamp_", "relu_", "tanh_", "sigmoid_", "exp_"}
+_KILN_FRESH_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d,
+                       nn.ConvTranspose2d, nn.ConvTranspose3d, nn.modules.batchnorm._BatchNorm,
+                       nn.LayerNorm, nn.GroupNorm, nn.GELU, nn.Tanh, nn.Sigmoid, nn.Softmax)
+# Out-of-place operator -> its in-place method, and whether its operands may be swapped.
+_KILN_INPLACE = {
+    torch.add: ("add_", True), _kiln_operator.add: ("add_", True), "add": ("add_", True),
+    torch.mul: ("mul_", True), _kiln_operator.mul: ("mul_", True), "mul": ("mul_", True),
+    torch.sub: ("sub_", False), _kiln_operator.sub: ("sub_", False), "sub": ("sub_", False),
+    torch.div: ("div_", False), _kiln_operator.truediv: ("div_", False), "div": ("div_", False),
+    torch.clamp: ("clamp_", False), "clamp": ("clamp_", False),
+    torch.relu: ("relu_", False), nn.functional.relu: ("relu_", False), "relu": ("relu_", False),
+    torch.tanh: ("tanh_", False), "tanh": ("tanh_", False),
+    torch.sigmoid: ("sigmoid_", False), "sigmoid": ("sigmoid_", False),
+    torch.exp: ("exp_", False), "exp": ("exp_", False),
+}
+_KILN_INPLACE_MODULES = ((nn.ReLU, "relu_"), (nn.Tanh, "tanh_"), (nn.Sigmoid, "sigmoid_"))
+
+
+def _kiln_tensor_meta(node):
+    meta = node.meta.get("tensor_meta")
+    return meta if hasattr(meta, "shape") and hasattr(meta, "dtype") else None
+
+
+def _kiln_inplace_pass(gm):
+    modules = dict(gm.named_modules())
+    fresh = set()
+    changed = 0
+    for node in list(gm.graph.nodes):
+        target, method, swap = node.target, None, False
+        if node.op == "call_function" and target in _KILN_INPLACE:
+            method, swap = _KILN_INPLACE[target]
+        elif node.op == "call_method" and target in _KILN_INPLACE:
+            method, swap = _KILN_INPLACE[target]
+        elif node.op == "call_module":
+            module = modules.get(target)
+            for kind, name in _KILN_INPLACE_MODULES:
+                if type(module) is kind and not getattr(module, "inplace", False):
+                    method = name
+        if node.kwargs.get("inplace"):
+            method = None
+        candidates = [0, 1] if swap and len(node.args) > 1 and not node.kwargs else [0]
+        done = False
+        for i in candidates if method else []:
+            if i >= len(node.args):
+                continue
+            src = node.args[i]
+            out_meta, src_meta = _kiln_tensor_meta(node), None
+            if isinstance(src, torch.fx.Node):
+                src_meta = _kiln_tensor_meta(src)
+            if (src_meta is None or out_meta is None or src not in fresh
+                    or len(src.users) != 1 or tuple(src_meta.shape) != tuple(out_meta.shape)
+                    or src_meta.dtype != out_meta.dtype):
+                continue
+            args = (src,) + tuple(a for j, a in enumerate(node.args) if j != i)
+            with gm.graph.inserting_before(node):
+                new = gm.graph.call_method(method, args, dict(node.kwargs))
+            new.meta = dict(node.meta)
+            node.replace_all_uses_with(new)
+            gm.graph.erase_node(node)
+            fresh.add(new)
+            changed += 1
+            done = True
+            break
+        if done:
+            continue
+        if node.op == "call_function" and target in _KILN_FRESH_FUNCTIONS:
+            fresh.add(node)
+        elif node.op == "call_function" and target is nn.functional.relu and not node.kwargs.get("inplace"):
+            fresh.add(node)
+        elif node.op == "call_method" and target in _KILN_FRESH_METHODS:
+            fresh.add(node)
+        elif node.op == "call_module":
+            module = modules.get(target)
+            if isinstance(module, _KILN_FRESH_MODULES) and not getattr(module, "inplace", False):
+                fresh.add(node)
+    if changed:
+        gm.graph.lint()
+        gm.recompile()
+    return changed
+
+
+def _kiln_inplace_elementwise(plan):
+    # Eager PyTorch runs each elementwise operator out of place: a fresh output allocated and
+    # streamed through memory once more. Where an operator's input is an intermediate result
+    # that nothing else reads, with the output's shape and dtype, the in-place form writes the
+    # same values into that buffer instead. fx traces the model to find those places, and one
+    # run on the first call's inputs gives the shapes and dtypes; inputs, parameters and views
+    # are never written.
+    from torch.fx.passes.shape_prop import ShapeProp
+    try:
+        gm = torch.fx.symbolic_trace(plan.module)
+        with torch.no_grad():
+            ShapeProp(gm).propagate(*plan.example_inputs)
+    except Exception as e:
+        _kiln_note("inplace_elementwise: fx cannot trace the model (%s: %s); running it as is"
+                   % (type(e).__name__, _kiln_first_line(e)))
+        return
+    if _kiln_inplace_pass(gm):
+        plan.module = gm
+    else:
+        _kiln_note("inplace_elementwise: no operator could safely run in place")
 )py";
 
 constexpr std::string_view py_cpu_fuser = R"py(
@@ -576,30 +708,37 @@ def _kiln_cuda_graph(plan):
 )py";
 
 const std::vector<rewrite>& library() {
+  // Conflicts are symmetric in effect (either side's list suffices): the compilers exclude each
+  // other, CUDA graphs exclude the torch.compile modes that record their own, TorchScript does
+  // not mix with autocast, and fx's oneDNN rewrite owns its whole graph.
   static const std::vector<rewrite> lib = {
       {"conv_bn_fold",
        "fold each eval-mode BatchNorm into the convolution before it, so every conv+BN pair "
        "becomes a single convolution with adjusted weights and bias",
        10, {"mkldnn"}, score_conv_bn_fold, py_conv_bn_fold},
       {"mkldnn",
-       "run the convolution chain through fx optimize_for_inference: conv/BN folding and "
-       "oneDNN (mkldnn) layout with pre-packed weights",
-       20, {"conv_bn_fold", "channels_last", "jit_freeze", "cpu_fuser"}, score_mkldnn,
-       py_mkldnn},
+       "run the model through fx optimize_for_inference: conv/BN folding and oneDNN (mkldnn) "
+       "layout with pre-packed weights for conv and linear chains",
+       20, {"conv_bn_fold", "channels_last", "inplace_elementwise", "jit_freeze", "cpu_fuser"},
+       score_mkldnn, py_mkldnn},
       {"channels_last",
        "convert weights and 4-D/5-D inputs to the channels-last memory format that cuDNN and "
        "oneDNN convolutions prefer, returning outputs in the original layout",
        30, {"mkldnn"}, score_channels_last, py_channels_last},
+      {"inplace_elementwise",
+       "run elementwise operators in place on intermediate results that nothing else reads, "
+       "saving an allocation and a pass over memory for each",
+       35, {"mkldnn", "half_autocast"}, score_inplace_elementwise, py_inplace_elementwise},
       {"jit_freeze",
-       "TorchScript the model, freeze it and run optimize_for_inference, so weights become "
-       "constants that the graph optimiser can fold and pre-pack",
+       "TorchScript and freeze the model (plus optimize_for_inference when it has "
+       "convolutions), so weights become constants the graph optimiser can fold and pre-pack",
        40,
        {"cpu_fuser", "mkldnn", "torch_compile", "torch_compile_reduce_overhead",
         "torch_compile_max_autotune", "half_autocast"},
        score_jit_freeze, py_jit_freeze},
       {"cpu_fuser",
        "TorchScript and freeze the model with the CPU tensor-expression fuser enabled, so the "
-       "elementwise tail runs as one fused loop",
+       "elementwise tail runs as one fused loop (needs a PyTorch built with LLVM)",
        40,
        {"jit_freeze", "mkldnn", "torch_compile", "torch_compile_reduce_overhead",
         "torch_compile_max_autotune", "half_autocast"},
@@ -758,6 +897,7 @@ import copy
 import sys
 
 import torch
+import torch.fx
 import torch.nn as nn
 
 
