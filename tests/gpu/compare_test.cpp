@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include "gpu/python.hpp"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -90,7 +92,7 @@ const std::string& fixtures() {
       fs::create_directories(tmp);
       std::ofstream(tmp / "make.py") << fixture_script;
       std::string cmd =
-          "/usr/bin/python3 '" + (tmp / "make.py").string() + "' '" + tmp.string() + "'";
+          kiln::find_python("") + " '" + (tmp / "make.py").string() + "' '" + tmp.string() + "'";
       if (std::system(cmd.c_str()) != 0)
         throw std::runtime_error("cannot write the fixtures: " + cmd);
       std::error_code ec;
