@@ -3,7 +3,8 @@
 
     rules_check.py [--device DEV] [--time] MANIFEST
         checks every candidate listed, one per line `TASK.py CAND.py`; a relative task path is
-        taken from the repository root, a relative candidate path from the manifest's folder.
+        taken from the repository root (`@/NAME.py`: from the manifest's folder), a relative
+        candidate path from the manifest's folder.
         --time also times each candidate against its reference (for docs/rules.md);
         --jobs N checks N candidates at once (default 2; timing always runs one at a time).
     rules_check.py --one TASK CAND [--reps N] [--device DEV]
@@ -176,7 +177,9 @@ def main(argv):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     here = os.path.dirname(os.path.abspath(rest[0]))
     with open(rest[0]) as f:
-        pairs = [(os.path.join(root, t), os.path.join(here, c))
+        # `@/` marks a task file that lives beside the manifest rather than in the checkout.
+        pairs = [(os.path.join(here, t[2:]) if t.startswith("@/") else os.path.join(root, t),
+                  os.path.join(here, c))
                  for t, c in (line.split() for line in f if line.strip())]
     failed = 0
     workers = 1 if timing else jobs
