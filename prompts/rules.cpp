@@ -224,15 +224,22 @@ std::string forward_bodies(const std::string& source) {
 }
 
 source_traits analyse(const std::string& source) {
-  static const std::regex conv{R"(\b(nn\.)?(Conv|ConvTranspose)[123]d\b|\bconv(_transpose)?[123]d\s*\()"};
+  // Word lists rather than a parser: the traits only decide what is worth offering, and the
+  // evaluator judges the result anyway.
+  static const std::regex conv{R"(\b(Conv|ConvTranspose)[123]d\b|\bconv(_transpose)?[123]d\s*\()"};
   static const std::regex conv_nd{R"(\b(Conv|ConvTranspose)[23]d\b|\bconv(_transpose)?[23]d\s*\()"};
   static const std::regex bn{R"(\bBatchNorm[123]d\b)"};
-  static const std::regex matmul{
-      R"(\bLinear\b|\blinear\s*\(|\bmatmul\s*\(|\bbmm\s*\(|\bmm\s*\(|\baddmm\s*\(|\beinsum\s*\(|[\w)\]]\s*@\s*[\w(])"};
+  static const std::regex matmul{std::string{R"(\bLinear\b|\blinear\s*\(|\bmatmul\s*\(|\bbmm\s*\()"}
+                                 + R"(|\bmm\s*\(|\baddmm\s*\(|\beinsum\s*\(|[\w)\]]\s*@\s*[\w(])"};
   static const std::regex elementwise{
-      R"(\b(gelu|tanh|sigmoid|relu|relu6|silu|mish|elu|selu|leaky_relu|hardtanh|hardswish|softplus|clamp|clip|exp|erf)\b|\b(GELU|Tanh|Sigmoid|ReLU|SiLU|Mish|ELU|LeakyReLU|Hardtanh|Hardswish|Softplus)\b)"};
+      std::string{R"(\b(gelu|tanh|sigmoid|relu|relu6|silu|mish|elu|selu|leaky_relu|hardtanh)"}
+      + R"(|hardswish|softplus|clamp|clip|exp|erf)\b)"
+      + R"(|\b(GELU|Tanh|Sigmoid|ReLU|SiLU|Mish|ELU|LeakyReLU|Hardtanh|Hardswish|Softplus)\b)"};
+  // In `forward`: an in-place method on an attribute (`self.avg.mul_(`), an augmented assignment
+  // to one (`self.n += 1`), or a plain assignment (`self.last = x`).
   static const std::regex inplace_state{
-      R"(self\.[A-Za-z_][\w.]*\.[a-z][a-z0-9_]*_\s*\(|self\.[A-Za-z_][\w.]*(\[[^\]]*\])?\s*(\+|-|\*|/)=|self\.[A-Za-z_]\w*\s*=[^=])"};
+      std::string{R"(self\.[A-Za-z_][\w.]*\.[a-z][a-z0-9_]*_\s*\()"}
+      + R"(|self\.[A-Za-z_][\w.]*(\[[^\]]*\])?\s*(\+|-|\*|/)=)" + R"(|self\.[A-Za-z_]\w*\s*=[^=])"};
   source_traits t;
   t.conv = contains(source, conv);
   t.conv_nd = contains(source, conv_nd);
@@ -441,15 +448,17 @@ def _kiln_script(plan, rewrite):
 constexpr std::string_view py_jit_freeze = R"py(
 def _kiln_jit_freeze(plan):
     # The frozen graph runs in the TorchScript executor, which drops Python dispatch and fuses
-    # what it can. For models with convolutions, optimize_for_inference then folds conv/BN and
-    # pre-packs the convolution weights for oneDNN; for models without, it is skipped because it
-    # rewrites linear layers into a oneDNN form that was slower than BLAS in kiln's measurements.
+    # what it can. optimize_for_inference then folds conv/BN and pre-packs convolution weights
+    # (oneDNN on CPUs, cuDNN fusions on GPUs). On a CPU model without convolutions it is skipped:
+    # there it rewrites linear layers into a oneDNN form that was slower than BLAS in kiln's
+    # measurements.
     convs = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
     has_conv = any(isinstance(m, convs) for m in plan.module.modules())
+    on_gpu = any(p.is_cuda for p in plan.module.parameters())
     frozen = _kiln_script(plan, "jit_freeze")
     if frozen is None:
         return
-    if has_conv:
+    if has_conv or on_gpu:
         try:
             frozen = torch.jit.optimize_for_inference(frozen)
         except Exception as e:
@@ -546,7 +555,8 @@ def _kiln_inplace_pass(gm):
             continue
         if node.op == "call_function" and target in _KILN_FRESH_FUNCTIONS:
             fresh.add(node)
-        elif node.op == "call_function" and target is nn.functional.relu and not node.kwargs.get("inplace"):
+        elif (node.op == "call_function" and target is nn.functional.relu
+              and not node.kwargs.get("inplace")):
             fresh.add(node)
         elif node.op == "call_method" and target in _KILN_FRESH_METHODS:
             fresh.add(node)
@@ -1067,9 +1077,11 @@ std::string no_reference_answer() {
 
 std::string answer_brainstorm(const prompt_view& p, const source_traits& s, uint64_t seed) {
   auto list = ranked(s, p.device, seed);
+  std::string where = p.device.device;
+  if (!p.device.torch.empty())
+    where += " (torch " + p.device.torch + ")";
   std::string out = "Ideas for " + (p.task.empty() ? std::string{"this task"} : p.task) + " on "
-                    + p.device.device + (p.device.torch.empty() ? "" : " (torch " + p.device.torch + ")")
-                    + ", most promising first:\n\n";
+                    + where + ", most promising first:\n\n";
   size_t n = 0;
   for (auto& e : list) {
     if (n++ >= p.max_ideas)

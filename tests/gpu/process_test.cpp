@@ -286,7 +286,8 @@ TEST_CASE("find_python picks an interpreter that imports torch", "[python]") {
   opts.timeout_s = 60;
   CHECK(run_process(opts).exit_code == 0);
   CHECK(kiln::find_python("") == py); // cached
-  CHECK(kiln::find_python("/usr/bin/python3") == "/usr/bin/python3");
+  // A configured interpreter that works is taken as given.
+  CHECK(kiln::find_python(py) == py);
 }
 
 TEST_CASE("find_python says what it tried", "[python]") {

@@ -6,7 +6,8 @@
         taken from the repository root (`@/NAME.py`: from the manifest's folder), a relative
         candidate path from the manifest's folder.
         --time also times each candidate against its reference (for docs/rules.md);
-        --jobs N checks N candidates at once (default 2; timing always runs one at a time).
+        --jobs N checks N candidates at once (default 2; timing always runs one at a time);
+        --reps N sets the number of timed calls (default 40).
     rules_check.py --one TASK CAND [--reps N] [--device DEV]
         checks one candidate (used internally: one fresh process each)
 
@@ -166,6 +167,8 @@ def main(argv):
         else:
             rest.append(argv[i])
         i += 1
+    if timing and reps:
+        timing = reps
     if rest[:1] == ["--one"]:
         try:
             print(json.dumps(check_one(rest[1], rest[2], reps, device)))

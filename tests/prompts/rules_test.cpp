@@ -259,9 +259,10 @@ std::string canonical(const std::string& m) {
   return out;
 }
 
-/// Every candidate the rules would produce for a task on a device: each idea optimized, then
-/// improved with two seeds until nothing is left to add, and the longest one fixed once. One
-/// program per set of rewrites (the order they were added in does not change the program).
+/// Every candidate the rules would produce for a task on a device: each idea optimized, improved
+/// once with several seeds, and improved with two seeds until nothing is left to add, the
+/// longest then fixed once. One program per set of rewrites (the order they were added in does
+/// not change the program).
 std::map<std::string, std::string> candidates(const task_file& t, const runner_facts& facts) {
   std::map<std::string, std::string> by_marker;
   auto add = [&](const std::string& code) { by_marker[canonical(marker(code))] = code; };
@@ -269,6 +270,9 @@ std::map<std::string, std::string> candidates(const task_file& t, const runner_f
   for (auto& idea : ideas) {
     auto code = optimize(t, facts, idea);
     add(code);
+    // One step with several seeds reaches each of the three pairs improve chooses among.
+    for (uint64_t seed = 2; seed < 8; ++seed)
+      add(follow_up(t, facts, prompt_kind::improve, code, seed));
     for (uint64_t seed : {0, 1}) {
       auto current = code;
       for (int step = 0; step < 6; ++step) {
