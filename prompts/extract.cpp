@@ -223,9 +223,8 @@ std::vector<std::string> extract_ideas(std::string_view reply, size_t max) {
     if (open) {
       auto idea = strip_bold(current);
       // A rule line such as `* * *` is a list marker with nothing to say.
-      bool has_word = std::any_of(idea.begin(), idea.end(), [](unsigned char c) {
-        return std::isalnum(c) || c >= 0x80;
-      });
+      bool has_word = std::any_of(idea.begin(), idea.end(),
+                                  [](unsigned char c) { return std::isalnum(c) || c >= 0x80; });
       if (has_word)
         ideas.push_back(std::move(idea));
     }

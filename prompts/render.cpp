@@ -137,8 +137,7 @@ std::string render_template(std::string_view tmpl,
     }
     auto it = slots.find(std::string{slot->name});
     if (it == slots.end())
-      throw std::invalid_argument("template uses unknown slot '" + std::string{slot->name}
-                                  + "'");
+      throw std::invalid_argument("template uses unknown slot '" + std::string{slot->name} + "'");
     // Values are inserted verbatim and never rescanned: a task source that happens to contain
     // `{{x}}` must reach the model unchanged.
     out.append(it->second);

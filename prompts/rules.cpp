@@ -189,12 +189,12 @@ prompt_view parse_prompt(std::string_view prompt) {
 // -- What the reference program does --------------------------------------------------------
 
 struct source_traits {
-  bool conv = false;          ///< any convolution
-  bool conv_nd = false;       ///< 2-D or 3-D convolution, where channels-last layouts exist
-  bool batch_norm = false;    ///< an nn.BatchNorm module (what conv_bn_fold can fold)
-  bool matmul = false;        ///< linear layers or explicit matrix products
-  bool elementwise = false;   ///< activations and arithmetic that a fuser could merge
-  bool stateful = false;      ///< forward updates module state in place
+  bool conv = false;        ///< any convolution
+  bool conv_nd = false;     ///< 2-D or 3-D convolution, where channels-last layouts exist
+  bool batch_norm = false;  ///< an nn.BatchNorm module (what conv_bn_fold can fold)
+  bool matmul = false;      ///< linear layers or explicit matrix products
+  bool elementwise = false; ///< activations and arithmetic that a fuser could merge
+  bool stateful = false;    ///< forward updates module state in place
 };
 
 bool contains(const std::string& text, const std::regex& pattern) {
@@ -319,8 +319,9 @@ int score_mkldnn(const source_traits& s, const device_view& d) {
     return 0;
   if (s.conv)
     return 60;
-  // Linear chains in oneDNN beat BLAS with torch 1.13 but lost to it with torch 2.x.
-  return torch_1(d) ? 50 : 15;
+  // Packed oneDNN linear layers beat the OpenBLAS of Debian's torch 1.13 by 1.3-1.6x on every
+  // bundled linear task; with pip's torch 2.x (MKL) fx's variant lost (0.87x on 1_MLP).
+  return torch_1(d) ? 80 : 15;
 }
 
 int score_torch_compile(const source_traits&, const device_view& d) {
@@ -389,16 +390,52 @@ def _kiln_conv_bn_fold(plan):
 )py";
 
 constexpr std::string_view py_mkldnn = R"py(
+class _KilnMkldnnLinear(nn.Module):
+    """A linear layer on oneDNN with its weight packed once, for dense float32 inputs."""
+
+    def __init__(self, linear):
+        super().__init__()
+        from torch.utils import mkldnn as torch_mkldnn
+        self.packed = torch_mkldnn.MkldnnLinear(linear, torch.float)
+        # Code that reads the layer's attributes directly (`self.fc.bias`) still finds them.
+        self.weight, self.bias = linear.weight, linear.bias
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+
+    def forward(self, x):
+        # oneDNN reads dense memory only; a no-op for the usual contiguous input.
+        return self.packed(x.contiguous())
+
+
+def _kiln_mkldnn_linears(module):
+    count = 0
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if (type(child) is nn.Linear and child.weight.dtype == torch.float32
+                    and child.weight.device.type == "cpu"):
+                setattr(parent, name, _KilnMkldnnLinear(child))
+                count += 1
+    return count
+
+
 def _kiln_mkldnn(plan):
-    # fx's optimize_for_inference for CPUs: folds conv/BN, drops dropout, and runs chains of
-    # convolutions (and the linear layers next to them) in oneDNN's blocked layout with
-    # pre-packed weights, converting to and from that layout only at the chain's ends.
-    try:
-        from torch.fx.experimental.optimization import optimize_for_inference
-        plan.module = optimize_for_inference(plan.module)
-    except Exception as e:
-        _kiln_note("mkldnn: fx optimize_for_inference failed (%s: %s); running the model as is"
-                   % (type(e).__name__, _kiln_first_line(e)))
+    # oneDNN (mkldnn) kernels with weights packed once, instead of the BLAS PyTorch was built
+    # with. Models with convolutions go through fx's optimize_for_inference, which also folds
+    # conv/BN and keeps whole conv chains in oneDNN's blocked layout; other models, or models fx
+    # cannot trace, get each float32 nn.Linear replaced by a packed oneDNN linear layer on a copy.
+    convs = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+    if any(isinstance(m, convs) for m in plan.module.modules()):
+        try:
+            from torch.fx.experimental.optimization import optimize_for_inference
+            plan.module = optimize_for_inference(plan.module)
+            return
+        except Exception as e:
+            _kiln_note("mkldnn: fx optimize_for_inference failed (%s: %s); converting linear "
+                       "layers only" % (type(e).__name__, _kiln_first_line(e)))
+    module = copy.deepcopy(plan.module)
+    if _kiln_mkldnn_linears(module):
+        plan.module = module
+    else:
+        _kiln_note("mkldnn: nothing to convert (no float32 nn.Linear on the CPU)")
 )py";
 
 constexpr std::string_view py_channels_last = R"py(
@@ -740,71 +777,95 @@ const std::vector<rewrite>& library() {
       {"conv_bn_fold",
        "fold each eval-mode BatchNorm into the convolution before it, so every conv+BN pair "
        "becomes a single convolution with adjusted weights and bias",
-       10, {"mkldnn"}, score_conv_bn_fold, py_conv_bn_fold},
+       10,
+       {"mkldnn"},
+       score_conv_bn_fold,
+       py_conv_bn_fold},
       {"mkldnn",
-       "run the model through fx optimize_for_inference: conv/BN folding and oneDNN (mkldnn) "
-       "layout with pre-packed weights for conv and linear chains",
-       20, {"conv_bn_fold", "channels_last", "inplace_elementwise", "jit_freeze", "cpu_fuser"},
-       score_mkldnn, py_mkldnn},
+       "run convolutions and linear layers on oneDNN (mkldnn) with weights packed once: fx "
+       "optimize_for_inference for conv models, packed oneDNN linear layers otherwise",
+       20,
+       {"conv_bn_fold", "channels_last", "inplace_elementwise", "jit_freeze", "cpu_fuser"},
+       score_mkldnn,
+       py_mkldnn},
       {"channels_last",
        "convert weights and 4-D/5-D inputs to the channels-last memory format that cuDNN and "
        "oneDNN convolutions prefer, returning outputs in the original layout",
-       30, {"mkldnn"}, score_channels_last, py_channels_last},
+       30,
+       {"mkldnn"},
+       score_channels_last,
+       py_channels_last},
       {"inplace_elementwise",
        "run elementwise operators in place on intermediate results that nothing else reads, "
        "saving an allocation and a pass over memory for each",
-       35, {"mkldnn", "half_autocast"}, score_inplace_elementwise, py_inplace_elementwise},
+       35,
+       {"mkldnn", "half_autocast"},
+       score_inplace_elementwise,
+       py_inplace_elementwise},
       {"jit_freeze",
        "TorchScript and freeze the model (plus optimize_for_inference when it has "
        "convolutions), so weights become constants the graph optimiser can fold and pre-pack",
        40,
        {"cpu_fuser", "mkldnn", "torch_compile", "torch_compile_reduce_overhead",
         "torch_compile_max_autotune", "half_autocast"},
-       score_jit_freeze, py_jit_freeze},
+       score_jit_freeze,
+       py_jit_freeze},
       {"cpu_fuser",
        "TorchScript and freeze the model with the CPU tensor-expression fuser enabled, so the "
        "elementwise tail runs as one fused loop (needs a PyTorch built with LLVM)",
        40,
        {"jit_freeze", "mkldnn", "torch_compile", "torch_compile_reduce_overhead",
         "torch_compile_max_autotune", "half_autocast"},
-       score_cpu_fuser, py_cpu_fuser},
+       score_cpu_fuser,
+       py_cpu_fuser},
       {"torch_compile",
        "compile the forward with torch.compile (TorchDynamo + Inductor) to fuse operators into "
        "generated kernels",
        40,
-       {"jit_freeze", "cpu_fuser", "torch_compile_reduce_overhead",
-        "torch_compile_max_autotune"},
-       score_torch_compile, py_torch_compile_default},
+       {"jit_freeze", "cpu_fuser", "torch_compile_reduce_overhead", "torch_compile_max_autotune"},
+       score_torch_compile,
+       py_torch_compile_default},
       {"torch_compile_reduce_overhead",
        "compile with torch.compile(mode=\"reduce-overhead\"): fused Inductor kernels replayed "
        "as CUDA graphs to remove launch overhead",
        40,
-       {"jit_freeze", "cpu_fuser", "torch_compile", "torch_compile_max_autotune",
-        "cuda_graph"},
-       score_torch_compile_reduce_overhead, py_torch_compile_reduce_overhead},
+       {"jit_freeze", "cpu_fuser", "torch_compile", "torch_compile_max_autotune", "cuda_graph"},
+       score_torch_compile_reduce_overhead,
+       py_torch_compile_reduce_overhead},
       {"torch_compile_max_autotune",
        "compile with torch.compile(mode=\"max-autotune\"): autotuned Triton matmul/conv "
        "templates plus CUDA graphs",
        40,
-       {"jit_freeze", "cpu_fuser", "torch_compile", "torch_compile_reduce_overhead",
-        "cuda_graph"},
-       score_torch_compile_max_autotune, py_torch_compile_max_autotune},
+       {"jit_freeze", "cpu_fuser", "torch_compile", "torch_compile_reduce_overhead", "cuda_graph"},
+       score_torch_compile_max_autotune,
+       py_torch_compile_max_autotune},
       {"tf32",
        "allow TensorFloat-32 tensor-core math for float32 matmuls and convolutions "
        "(about 1e-3 relative error, inside the tolerance)",
-       50, {}, score_tf32, py_tf32},
+       50,
+       {},
+       score_tf32,
+       py_tf32},
       {"half_autocast",
        "run matmuls and convolutions in float16 under torch.autocast and cast the outputs back "
        "to the input dtype",
-       60, {"jit_freeze", "cpu_fuser"}, score_half_autocast, py_half_autocast},
+       60,
+       {"jit_freeze", "cpu_fuser"},
+       score_half_autocast,
+       py_half_autocast},
       {"inference_mode",
        "run the forward under torch.inference_mode() to drop autograd bookkeeping on every "
        "operator",
-       70, {}, score_inference_mode, py_inference_mode},
+       70,
+       {},
+       score_inference_mode,
+       py_inference_mode},
       {"cuda_graph",
        "capture the whole forward once as a CUDA graph on static input buffers and replay it, "
        "one launch per call instead of one per kernel",
-       80, {"torch_compile_reduce_overhead", "torch_compile_max_autotune"}, score_cuda_graph,
+       80,
+       {"torch_compile_reduce_overhead", "torch_compile_max_autotune"},
+       score_cuda_graph,
        py_cuda_graph},
   };
   return lib;
@@ -862,7 +923,7 @@ bool conflicts_with(const rewrite& r, const std::vector<std::string>& steps) {
     if (auto other = find_rewrite(s);
         other
         && std::find(other->conflicts.begin(), other->conflicts.end(), r.name)
-             != other->conflicts.end())
+               != other->conflicts.end())
       return true;
   }
   return false;
@@ -1031,10 +1092,12 @@ std::string write_candidate(const std::string& reference, const std::vector<std:
     bool is_compile = r->name.substr(0, 13) == "torch_compile";
     bool is_script = r->name == "jit_freeze" || r->name == "cpu_fuser";
     if (is_compile && !compile_helper) {
+      out += "\n";
       out += py_torch_compile;
       compile_helper = true;
     }
     if (is_script && !script_helper) {
+      out += "\n";
       out += py_script_helper;
       script_helper = true;
     }
@@ -1124,14 +1187,12 @@ std::string answer_improve(const prompt_view& p, const source_traits& s, uint64_
   // Vary among the three most promising additions so that parallel improve queries with
   // different seeds explore different compositions.
   auto pick = options[mix(seed) % std::min<size_t>(options.size(), 3)].r;
-  std::string prose = steps.empty()
-                          ? "The current program uses none of my rewrites; starting again from "
-                            "the reference with `"
-                                + std::string{pick->name} + "`: " + std::string{pick->summary}
-                                + "."
-                          : "Keeping `" + join(steps, "`, `") + "` and adding `"
-                                + std::string{pick->name} + "`: " + std::string{pick->summary}
-                                + ".";
+  std::string prose =
+      steps.empty() ? "The current program uses none of my rewrites; starting again from "
+                      "the reference with `"
+                          + std::string{pick->name} + "`: " + std::string{pick->summary} + "."
+                    : "Keeping `" + join(steps, "`, `") + "` and adding `" + std::string{pick->name}
+                          + "`: " + std::string{pick->summary} + ".";
   steps.emplace_back(pick->name);
   return prose + "\n\n" + fenced(write_candidate(*p.reference, steps));
 }
@@ -1145,8 +1206,9 @@ std::string answer_fix(const prompt_view& p) {
   } else {
     auto dropped = steps.back();
     steps.pop_back();
-    prose = "The newest rewrite, `" + dropped + "`, is the most likely cause; this is the same "
-            "candidate without it.";
+    prose = "The newest rewrite, `" + dropped
+            + "`, is the most likely cause; this is the same "
+              "candidate without it.";
   }
   if (steps.empty()) {
     steps.emplace_back("inference_mode");

@@ -17,7 +17,8 @@ const std::string program = "import torch\nimport torch.nn as nn\n\n\nclass Mode
 
 TEST_CASE("the ModelNew block wins over a leading C++ block") {
   auto reply = "Here is the kernel:\n```cpp\n__global__ void k() {}\n```\nAnd the module:\n"
-               "```python\n" + program + "```\nDone.";
+               "```python\n"
+               + program + "```\nDone.";
   auto code = extract_code(reply);
   REQUIRE(code);
   CHECK(*code == program);
@@ -41,8 +42,8 @@ TEST_CASE("a reply without fences is taken from its first Python line") {
 
 TEST_CASE("with several ModelNew blocks the last one wins") {
   auto first = "class ModelNew(nn.Module):\n    pass\n";
-  auto reply = "Draft:\n```python\n" + std::string{first} + "```\nCorrected:\n```python\n"
-               + program + "```\n```cuda\n// notes\n```\n";
+  auto reply = "Draft:\n```python\n" + std::string{first} + "```\nCorrected:\n```python\n" + program
+               + "```\n```cuda\n// notes\n```\n";
   auto code = extract_code(reply);
   REQUIRE(code);
   CHECK(*code == program);
@@ -120,14 +121,20 @@ TEST_CASE("fuzz: extraction never fails and finds an intact ModelNew block") {
   // come back exactly; otherwise extraction must just not crash.
   std::mt19937_64 rng{20240611};
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
-  const std::vector<std::string> prose = {
-      "Here is my answer.", "The kernel fuses two ops.", "Use ``` to open code.",
-      "  indented remark", "", "- a bullet", "1. numbered", "~~ not a fence", "`` two ticks",
-      "# Heading", "class Model is the reference."};
+  const std::vector<std::string> prose = {"Here is my answer.",
+                                          "The kernel fuses two ops.",
+                                          "Use ``` to open code.",
+                                          "  indented remark",
+                                          "",
+                                          "- a bullet",
+                                          "1. numbered",
+                                          "~~ not a fence",
+                                          "`` two ticks",
+                                          "# Heading",
+                                          "class Model is the reference."};
   const std::vector<std::string> decoys = {
-      "```cpp\n__global__ void k(float* x) { x[0] = 1; }\n```",
-      "```\nplain block\n```", "~~~text\nlog output\n~~~",
-      "```python\nimport torch\nclass Model(nn.Module):\n    pass\n```",
+      "```cpp\n__global__ void k(float* x) { x[0] = 1; }\n```", "```\nplain block\n```",
+      "~~~text\nlog output\n~~~", "```python\nimport torch\nclass Model(nn.Module):\n    pass\n```",
       "```cuda\n// ```python inside a string\n```"};
   const std::vector<std::string> opens = {"```python", "```py", "```", "~~~python", "```Python"};
   int inserted_count = 0;

@@ -102,8 +102,8 @@ TEST_CASE("request_slots on a CPU runner and an empty verdict") {
 }
 
 TEST_CASE("every built-in template renders and carries the fixed markers") {
-  for (auto kind : {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve,
-                    prompt_kind::fix}) {
+  for (auto kind :
+       {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve, prompt_kind::fix}) {
     INFO("kind " << to_string(kind));
     auto req = full_request(kind);
     auto text = render_request(req);
@@ -147,8 +147,8 @@ TEST_CASE("an override template is used instead of the built-in one") {
 TEST_CASE("a default request renders with every built-in template") {
   // The agent validates custom templates by rendering an empty request; the built-ins must
   // pass the same check.
-  for (auto kind : {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve,
-                    prompt_kind::fix}) {
+  for (auto kind :
+       {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve, prompt_kind::fix}) {
     agent_request req;
     req.kind = kind;
     CHECK_NOTHROW(render_request(req));

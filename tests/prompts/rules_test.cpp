@@ -227,8 +227,7 @@ std::string follow_up(const task_file& t, const runner_facts& facts, prompt_kind
 }
 
 bool offered(const std::vector<std::string>& ideas, const std::string& name) {
-  return std::any_of(ideas.begin(), ideas.end(),
-                     [&](auto& i) { return idea_name(i) == name; });
+  return std::any_of(ideas.begin(), ideas.end(), [&](auto& i) { return idea_name(i) == name; });
 }
 
 std::string run(const std::string& cmd, int& status) {
@@ -317,7 +316,10 @@ std::string write_manifest(const fs::path& dir, const runner_facts& facts,
   return (dir / "manifest.txt").string();
 }
 
-const std::set<std::string> gpu_only = {"cuda_graph", "tf32", "half_autocast", "torch_compile",
+const std::set<std::string> gpu_only = {"cuda_graph",
+                                        "tf32",
+                                        "half_autocast",
+                                        "torch_compile",
                                         "torch_compile_reduce_overhead",
                                         "torch_compile_max_autotune"};
 
