@@ -28,6 +28,8 @@ struct eval_args {
 
 int run(const run_args& args);
 int eval(const eval_args& args);
+/// Lists the devices evaluators would see: CUDA devices first, the CPU last.
+int devices(bool json);
 
 /// Task files named by `paths` (files, or folders whose `*.py` files are tasks), sorted by
 /// their numeric id; throws std::runtime_error naming a path that does not exist or holds none.

@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
   ev->add_flag("--json", ea.json, "print the verdict as JSON");
   ev->add_option("--config", ea.config, "take [evaluator] settings from this config");
 
+  bool devices_json = false;
+  auto* dev = app.add_subcommand("devices", "list the devices evaluators see");
+  dev->add_flag("--json", devices_json, "print the list as JSON");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -42,6 +46,8 @@ int main(int argc, char** argv) {
     return kiln::cli::run(ra);
   if (*ev)
     return kiln::cli::eval(ea);
+  if (*dev)
+    return kiln::cli::devices(devices_json);
   std::cout << app.help();
   return 2;
 }

@@ -6,6 +6,9 @@ rm -rf "$tmp"; mkdir -p "$tmp"
 fail() { echo "FAIL: $*"; exit 1; }
 
 "$kiln" --version | grep -q "^kiln " || fail "--version"
+# Without a GPU driver, the evaluators see the CPU only, and nothing crashes.
+"$kiln" devices | grep -q "^cpu " || fail "devices: $("$kiln" devices 2>&1)"
+"$kiln" devices --json | grep -q '"id": "cpu"' || fail "devices --json"
 
 "$kiln" eval --task "$src/tests/tasks/cpu/1_MLP.py" --candidate "$src/tests/candidates/mlp_good.py" --json >"$tmp/good.json" 2>"$tmp/good.err" || fail "good: exit $?"
 cat "$tmp/good.json"
