@@ -134,17 +134,18 @@ void on_worker_down(self_ptr self, const std::string& name, const caf::error& re
   if (st.finishing)
     return;
   auto now = clock::now();
-  if (w.restarts == 0 || now - w.window_start > defaults::restart_window) {
+  const auto& plan = st.plan;
+  if (w.restarts == 0 || now - w.window_start > plan.restart_window) {
     w.window_start = now;
     w.restarts = 0;
-    w.backoff = defaults::restart_backoff_min;
+    w.backoff = plan.restart_backoff_min;
   } else {
-    w.backoff = std::min<std::chrono::milliseconds>(w.backoff * 2, defaults::restart_backoff_max);
+    w.backoff = std::min<std::chrono::milliseconds>(w.backoff * 2, plan.restart_backoff_max);
   }
   ++w.restarts;
-  if (w.restarts > defaults::max_restarts) {
+  if (w.restarts > plan.max_restarts) {
     take_down(self, name + " crashed " + std::to_string(w.restarts) + " times within "
-                        + std::to_string(defaults::restart_window.count()) + " s; giving up");
+                        + std::to_string(plan.restart_window.count()) + " s; giving up");
     return;
   }
   spdlog::warn("supervisor: {} went down ({}); restart in {} ms", name, caf::to_string(reason),

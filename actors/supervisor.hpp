@@ -25,6 +25,7 @@
 
 #include "actors/budget.hpp"
 #include "config/config.hpp"
+#include "config/defaults.hpp"
 #include "gpu/evaluate.hpp"
 #include "messages/actors.hpp"
 
@@ -41,6 +42,12 @@ struct run_plan {
   /// Called on every progress report and when a task ends (in the supervisor's context:
   /// keep it quick).
   std::function<void(const task_progress&, bool task_ended)> on_progress;
+  /// How crashed workers come back: first backoff (doubling up to `restart_backoff_max`), and
+  /// how many crashes within `restart_window` take the run down.
+  std::chrono::milliseconds restart_backoff_min = defaults::restart_backoff_min;
+  std::chrono::milliseconds restart_backoff_max = defaults::restart_backoff_max;
+  std::chrono::seconds restart_window = defaults::restart_window;
+  int64_t max_restarts = defaults::max_restarts;
   /// Test seam: builds the evaluator of a slot instead of a real one.
   std::function<evaluator_actor(caf::actor_system&, size_t)> make_evaluator;
 };

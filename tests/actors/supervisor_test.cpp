@@ -121,6 +121,53 @@ TEST_CASE_METHOD(actor_fixture, "a crashed agent is restarted and answers again"
   self->send_exit(sup, caf::exit_reason::user_shutdown);
 }
 
+TEST_CASE_METHOD(actor_fixture, "a worker that keeps crashing takes the run down") {
+  auto out = fresh_dir("crashloop");
+  caf::scoped_actor self{*sys};
+  // Evaluations are held, so the run stays busy while the error fixer is killed again and again.
+  auto plan = plan_with_fake(out, 100, true, caf::actor{self});
+  plan.tasks = {bundled_task("1_MLP")};
+  plan.restart_backoff_min = std::chrono::milliseconds(0);
+  plan.max_restarts = 3;
+  auto sup = spawn_supervisor(*sys, std::move(plan));
+  self->send(sup, run_atom::value);
+  caf::actor evaluator;
+  self->receive([&](held_atom, const std::string&) {
+    evaluator = caf::actor_cast<caf::actor>(self->current_sender());
+  });
+  caf::actor previous;
+  for (int kill = 1; kill <= 4; ++kill) {
+    caf::actor current;
+    // Until the supervisor has seen the crash it still names the dead actor, and until the
+    // restart it names none; with no backoff both are brief.
+    for (int tries = 0; (!current || current == previous) && tries < 100000; ++tries)
+      self->request(sup, wait, get_atom::value, std::string{"agent:error_fixer"})
+          .receive([&](caf::actor& a) { current = a; }, [&](caf::error&) { current = nullptr; });
+    REQUIRE(current);
+    REQUIRE(current != previous);
+    previous = current;
+    self->monitor(current);
+    self->send_exit(current, caf::exit_reason::kill);
+    bool down = false;
+    while (!down)
+      self->receive([&](caf::down_msg&) { down = true; }, [](held_atom, const std::string&) {});
+  }
+  // The fourth crash within the window is one too many: the run stops with an error naming the
+  // worker, once the work in flight is done.
+  self->send(evaluator, release_atom::value);
+  bool answered = false;
+  while (!answered)
+    self->receive([&](run_summary&) { FAIL("the run ended normally"); },
+                  [&](caf::error& err) {
+                    CHECK(is(err, ec::stopped));
+                    CHECK(render(err).find("agent:error_fixer crashed 4 times")
+                          != std::string::npos);
+                    answered = true;
+                  },
+                  [](held_atom, const std::string&) {});
+  self->send_exit(sup, caf::exit_reason::user_shutdown);
+}
+
 TEST_CASE_METHOD(actor_fixture, "a run ends within budget and the archive holds every event") {
   auto out = fresh_dir("run");
   auto plan = plan_with_fake(out, 9);
