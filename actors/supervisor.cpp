@@ -70,8 +70,9 @@ caf::actor spawn_worker(self_ptr self, const std::string& name) {
 
 void forward_ask(self_ptr self, const std::string& role, agent_request req,
                  caf::typed_response_promise<agent_reply> rp) {
-  auto handle = caf::actor_cast<agent_actor>(self->state.workers.at("agent:" + role).handle);
-  self->request(handle, defaults::request_timeout, ask_atom::value, std::move(req))
+  auto current = self->state.workers.at("agent:" + role).handle;
+  auto handle = caf::actor_cast<agent_actor>(current);
+  self->request(handle, defaults::request_timeout, ask_atom::value, req)
       .then(
           [self, rp](agent_reply& reply) mutable {
             auto& t = self->state.totals;
@@ -81,7 +82,19 @@ void forward_ask(self_ptr self, const std::string& role, agent_request req,
             t.cost_usd += reply.cost_usd;
             rp.deliver(std::move(reply));
           },
-          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+          [self, role, req, rp, current](caf::error& err) mutable {
+            // The role died before it took the ask (its crash is not processed yet, or it is
+            // restarting): the query was never sent, so it goes to the role's next actor.
+            if (err == caf::sec::request_receiver_down && !self->state.finishing) {
+              auto& w = self->state.workers.at("agent:" + role);
+              if (w.handle && w.handle != current)
+                forward_ask(self, role, std::move(req), rp);
+              else
+                self->state.waiting[role].push_back({std::move(req), rp});
+              return;
+            }
+            rp.deliver(std::move(err));
+          });
 }
 
 /// After a gateway comes back, the roles that used it must talk to the new one.
