@@ -237,11 +237,11 @@ std::vector<std::string> runner_env(const std::string& python, const std::string
       // OpenMP's default spin-waiting makes per-call CPU times 10-20x worse whenever anything
       // else runs on a small machine; passive waiting keeps them stable (measured on 2 cores).
       "OMP_WAIT_POLICY=PASSIVE",
-    // glibc moves its mmap threshold as large blocks are freed, so the same code can run 4x
-    // slower in one process than in another (measured: 7_RunningMean at 9.8 ms or 2.2 ms per
-    // call, depending on history). Fixed thresholds make reference and candidate comparable.
-    "MALLOC_MMAP_THRESHOLD_=33554432",
-    "MALLOC_TRIM_THRESHOLD_=17179869184",
+      // glibc moves its mmap threshold as large blocks are freed, so the same code can run 4x
+      // slower in one process than in another (measured: 7_RunningMean at 9.8 ms or 2.2 ms per
+      // call, depending on history). Fixed thresholds make reference and candidate comparable.
+      "MALLOC_MMAP_THRESHOLD_=33554432",
+      "MALLOC_TRIM_THRESHOLD_=17179869184",
       "TORCH_EXTENSIONS_DIR=" + work_dir + "/cache/torch_extensions",
       "TRITON_CACHE_DIR=" + work_dir + "/cache/triton",
       "CUDA_VISIBLE_DEVICES=" + visible,
