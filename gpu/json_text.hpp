@@ -3,6 +3,7 @@
 // Writing JSON strings: the runner's job files and kiln's own reports. (Reading JSON is
 // simdjson's.)
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -46,6 +47,15 @@ inline std::string json_quote(std::string_view s) {
   append_json_escaped(out, s);
   out += '"';
   return out;
+}
+
+/// A number for JSON: six significant digits, `null` for NaN and infinities (which JSON lacks).
+inline std::string json_number(double x) {
+  if (!std::isfinite(x))
+    return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
 }
 
 } // namespace kiln

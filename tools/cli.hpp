@@ -35,6 +35,9 @@ int devices(bool json);
 /// their numeric id; throws std::runtime_error naming a path that does not exist or holds none.
 std::vector<task_spec> find_tasks(const std::vector<std::string>& paths);
 
+/// A file's contents; throws std::runtime_error("cannot read <what> <path>").
+std::string read_text(const std::string& path, const std::string& what);
+
 /// PIKE's aggregation: tasks without a correct candidate count 1.0, every task at least 1.0,
 /// geometric mean over tasks.
 double geomean_speedup(const std::vector<task_result>& tasks);

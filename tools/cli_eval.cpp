@@ -12,6 +12,7 @@
 #include "actors/evaluator.hpp"
 #include "gpu/devices.hpp"
 #include "gpu/evaluate.hpp"
+#include "gpu/json_text.hpp"
 #include "gpu/python.hpp"
 #include "tools/cli.hpp"
 
@@ -21,12 +22,6 @@ namespace kiln::cli {
 
 namespace {
 
-std::string num(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
-}
-
 std::string verdict_json(const verdict& v) {
   auto max_of = [](const std::vector<double>& xs) {
     return xs.empty() ? 0.0 : *std::max_element(xs.begin(), xs.end());
@@ -34,39 +29,33 @@ std::string verdict_json(const verdict& v) {
   auto list = [](const std::vector<double>& xs) {
     std::string s = "[";
     for (size_t i = 0; i < xs.size(); ++i)
-      s += (i ? ", " : "") + num(xs[i]);
+      s += (i ? ", " : "") + json_number(xs[i]);
     return s + "]";
   };
   bool ok = v.status == verdict_status::correct;
   std::ostringstream js;
   js << "{\"status\": \"" << to_string(v.status) << "\", \"reason\": \"" << json_escape(v.reason)
      << "\", "
-     << "\"speedup\": " << (ok ? num(v.speedup) : "null") << ", "
-     << "\"runtime_ms\": " << (ok ? num(v.candidate.median_ms) : "null") << ", "
-     << "\"reference_ms\": " << (v.reference.n > 0 ? num(v.reference.median_ms) : "null") << ", "
-     << "\"max_abs_diff\": " << (v.max_abs_diff.empty() ? "null" : num(max_of(v.max_abs_diff)))
+     << "\"speedup\": " << (ok ? json_number(v.speedup) : "null") << ", "
+     << "\"runtime_ms\": " << (ok ? json_number(v.candidate.median_ms) : "null") << ", "
+     << "\"reference_ms\": " << (v.reference.n > 0 ? json_number(v.reference.median_ms) : "null")
+     << ", "
+     << "\"max_abs_diff\": "
+     << (v.max_abs_diff.empty() ? "null" : json_number(max_of(v.max_abs_diff)))
      << ", \"max_abs_diffs\": " << list(v.max_abs_diff)
      << ", \"max_rel_diffs\": " << list(v.max_rel_diff);
   if (ok)
-    js << ", \"runtime\": {\"median_ms\": " << num(v.candidate.median_ms)
-       << ", \"p10_ms\": " << num(v.candidate.p10_ms) << ", \"p90_ms\": " << num(v.candidate.p90_ms)
-       << ", \"n\": " << v.candidate.n << "}"
-       << ", \"reference\": {\"median_ms\": " << num(v.reference.median_ms)
-       << ", \"p10_ms\": " << num(v.reference.p10_ms) << ", \"p90_ms\": " << num(v.reference.p90_ms)
-       << ", \"n\": " << v.reference.n << "}";
-  js << ", \"device\": \"" << json_escape(v.device) << "\", \"wall_ms\": " << num(v.wall_ms)
+    js << ", \"runtime\": {\"median_ms\": " << json_number(v.candidate.median_ms)
+       << ", \"p10_ms\": " << json_number(v.candidate.p10_ms)
+       << ", \"p90_ms\": " << json_number(v.candidate.p90_ms) << ", \"n\": " << v.candidate.n << "}"
+       << ", \"reference\": {\"median_ms\": " << json_number(v.reference.median_ms)
+       << ", \"p10_ms\": " << json_number(v.reference.p10_ms)
+       << ", \"p90_ms\": " << json_number(v.reference.p90_ms) << ", \"n\": " << v.reference.n
+       << "}";
+  js << ", \"device\": \"" << json_escape(v.device) << "\", \"wall_ms\": " << json_number(v.wall_ms)
      << ", \"stdout_tail\": \"" << json_escape(v.stdout_tail) << "\", \"stderr_tail\": \""
      << json_escape(v.stderr_tail) << "\"}";
   return js.str();
-}
-
-std::string slurp(const std::string& path, const char* what) {
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    throw std::runtime_error("cannot read " + std::string{what} + " " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 } // namespace
@@ -79,7 +68,7 @@ int eval(const eval_args& args) {
       s.cfg = load_config(args.config).evaluator;
     auto tasks = find_tasks({args.task});
     job.task = tasks.front();
-    job.code = slurp(args.candidate, "candidate");
+    job.code = read_text(args.candidate, "candidate");
     job.candidate_id = job.task.name + "#" + fs::path{args.candidate}.stem().string();
     job.timeout_s = args.timeout_s;
     s.device = select_devices({args.device}).front().id;

@@ -16,15 +16,6 @@ namespace kiln::cli {
 
 namespace {
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in{p, std::ios::binary};
-  if (!in)
-    throw std::runtime_error("cannot read task " + p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 /// Sorts `12_X` after `2_Y`: by the numeric id, then by name.
 bool task_order(const fs::path& a, const fs::path& b) {
   auto id = [](const fs::path& p) {
@@ -52,15 +43,16 @@ void write_text(const fs::path& p, const std::string& text) {
   fs::rename(tmp, p); // readers never see a half-written summary
 }
 
-std::string num(double x) {
-  if (!std::isfinite(x))
-    return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
-}
-
 } // namespace
+
+std::string read_text(const std::string& path, const std::string& what) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in)
+    throw std::runtime_error("cannot read " + what + " " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 std::vector<task_spec> find_tasks(const std::vector<std::string>& paths) {
   std::vector<fs::path> files;
@@ -91,7 +83,7 @@ std::vector<task_spec> find_tasks(const std::vector<std::string>& paths) {
     t.path = fs::absolute(f).lexically_normal().string();
     if (!seen.insert(t.name).second)
       throw std::runtime_error("two tasks are named " + t.name + " (" + t.path + ")");
-    t.source = read_file(f);
+    t.source = read_text(f.string(), "task");
     if (t.source.find("class Model") == std::string::npos
         || t.source.find("def get_inputs") == std::string::npos)
       throw std::runtime_error("task " + t.path
@@ -122,11 +114,11 @@ void write_run_outputs(const std::string& dir, const run_summary& s) {
   fs::create_directories(root / "best");
   std::ostringstream js;
   js << "{\"strategy\": \"" << json_escape(s.strategy) << "\", "
-     << "\"geomean_speedup\": " << num(geomean_speedup(s.tasks)) << ", "
+     << "\"geomean_speedup\": " << json_number(geomean_speedup(s.tasks)) << ", "
      << "\"interrupted\": " << (s.interrupted ? "true" : "false") << ",\n"
      << " \"llm\": {\"queries\": " << s.llm.queries << ", \"input_tokens\": " << s.llm.input_tokens
-     << ", \"output_tokens\": " << s.llm.output_tokens << ", \"cost_usd\": " << num(s.llm.cost_usd)
-     << "},\n \"tasks\": [";
+     << ", \"output_tokens\": " << s.llm.output_tokens
+     << ", \"cost_usd\": " << json_number(s.llm.cost_usd) << "},\n \"tasks\": [";
   bool first = true;
   for (auto& t : s.tasks) {
     std::string best;
@@ -135,9 +127,10 @@ void write_run_outputs(const std::string& dir, const run_summary& s) {
       write_text(root / best, t.best_code);
     }
     js << (first ? "\n  " : ",\n  ") << "{\"task\": \"" << json_escape(t.task) << "\", "
-       << "\"best_speedup\": " << num(t.found ? std::max(1.0, t.best_speedup) : 1.0) << ", "
-       << "\"best_runtime_ms\": " << (t.found ? num(t.best_runtime_ms) : "null") << ", "
-       << "\"reference_ms\": " << (t.reference_ms > 0 ? num(t.reference_ms) : "null") << ", "
+       << "\"best_speedup\": " << json_number(t.found ? std::max(1.0, t.best_speedup) : 1.0) << ", "
+       << "\"best_runtime_ms\": " << (t.found ? json_number(t.best_runtime_ms) : "null") << ", "
+       << "\"reference_ms\": " << (t.reference_ms > 0 ? json_number(t.reference_ms) : "null")
+       << ", "
        << "\"queries\": " << t.queries << ", \"evaluations\": " << t.evaluations << ", "
        << "\"correct\": " << t.correct << ", "
        << "\"best_candidate\": " << (best.empty() ? "null" : "\"" + best + "\"") << ", "
