@@ -14,10 +14,46 @@ using self_ptr = dispatcher_actor::stateful_pointer<dispatcher_state>;
 
 void pump(self_ptr self);
 
+/// What to do when an evaluator fails to answer: the job goes back to the front of the queue
+/// once, then its requester gets the error.
+auto on_failure(self_ptr self, size_t index, evaluator_actor handle, dispatcher_state::pending p) {
+  return [self, index, handle, p](caf::error& err) mutable {
+    auto& s = self->state.slots[index];
+    if (s.handle == handle) {
+      s.busy = false;
+      // A dead evaluator is replaced by the supervisor; until then the slot is empty.
+      s.handle = nullptr;
+    }
+    if (p.requeued == 0) {
+      spdlog::warn("dispatcher: evaluator {} failed on {} ({}); requeueing once", index,
+                   p.is_retime ? p.retime.task.name : p.job.candidate_id, render(err));
+      ++p.requeued;
+      self->state.queue.push_front(std::move(p));
+    } else if (p.is_retime) {
+      p.retime_promise.deliver(std::move(err));
+    } else {
+      p.promise.deliver(std::move(err));
+    }
+    pump(self);
+  };
+}
+
 void run_on(self_ptr self, size_t index, dispatcher_state::pending p) {
   auto& slot = self->state.slots[index];
   slot.busy = true;
   auto handle = slot.handle;
+  if (p.is_retime) {
+    auto job = p.retime;
+    self->request(handle, defaults::request_timeout, retime_atom::value, std::move(job))
+        .then(
+            [self, index, p](retime_result& r) mutable {
+              self->state.slots[index].busy = false;
+              p.retime_promise.deliver(std::move(r));
+              pump(self);
+            },
+            on_failure(self, index, handle, p));
+    return;
+  }
   auto job = p.job;
   self->request(handle, defaults::request_timeout, eval_atom::value, std::move(job))
       .then(
@@ -26,23 +62,7 @@ void run_on(self_ptr self, size_t index, dispatcher_state::pending p) {
             p.promise.deliver(std::move(v));
             pump(self);
           },
-          [self, index, handle, p](caf::error& err) mutable {
-            auto& s = self->state.slots[index];
-            if (s.handle == handle) {
-              s.busy = false;
-              // A dead evaluator is replaced by the supervisor; until then the slot is empty.
-              s.handle = nullptr;
-            }
-            if (p.requeued == 0) {
-              spdlog::warn("dispatcher: evaluator {} failed on {} ({}); requeueing once", index,
-                           p.job.candidate_id, render(err));
-              ++p.requeued;
-              self->state.queue.push_front(std::move(p));
-            } else {
-              p.promise.deliver(std::move(err));
-            }
-            pump(self);
-          });
+          on_failure(self, index, handle, p));
 }
 
 void pump(self_ptr self) {
@@ -88,7 +108,20 @@ dispatcher(dispatcher_actor::stateful_pointer<dispatcher_state> self, size_t slo
   return {
       [self](eval_atom, eval_job& job) -> caf::result<verdict> {
         auto rp = self->make_response_promise<verdict>();
-        self->state.queue.push_back({std::move(job), rp, 0});
+        dispatcher_state::pending p;
+        p.job = std::move(job);
+        p.promise = rp;
+        self->state.queue.push_back(std::move(p));
+        pump(self);
+        return rp;
+      },
+      [self](retime_atom, retime_job& job) -> caf::result<retime_result> {
+        auto rp = self->make_response_promise<retime_result>();
+        dispatcher_state::pending p;
+        p.is_retime = true;
+        p.retime = std::move(job);
+        p.retime_promise = rp;
+        self->state.queue.push_back(std::move(p));
         pump(self);
         return rp;
       },

@@ -15,10 +15,14 @@ namespace kiln {
 
 struct dispatcher_state {
   static inline const char* name = "dispatcher";
+  /// An evaluation, or (when `is_retime`) a final re-timing.
   struct pending {
     eval_job job;
     caf::typed_response_promise<verdict> promise;
     int requeued = 0;
+    bool is_retime = false;
+    retime_job retime;
+    caf::typed_response_promise<retime_result> retime_promise;
   };
   struct slot {
     evaluator_actor handle;

@@ -31,6 +31,10 @@ evaluator_actor::behavior_type evaluator(evaluator_actor::stateful_pointer<evalu
                      job.candidate_id, to_string(v.status), v.reason, v.wall_ms);
         return v;
       },
+      [self](retime_atom, const retime_job& job) -> retime_result {
+        auto& st = self->state;
+        return st.engine->retime(job, evaluation_seed(st.seed, job.task.name + "#retime"));
+      },
       [self](facts_atom) -> runner_facts { return self->state.engine->facts(); },
   };
 }

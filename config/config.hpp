@@ -43,6 +43,14 @@ struct evaluator_config {
   double max_timing_s = defaults::max_timing_s;
   double target_ci = defaults::target_ci;
   std::string mode = defaults::mode;
+  std::string cache_dir = defaults::cache_dir;
+  int64_t compile_workers = defaults::compile_workers;
+  double compile_timeout_s = defaults::compile_timeout_s;
+  int64_t pool_size = defaults::pool_size;
+  double memory_limit_gb = defaults::memory_limit_gb;
+  std::string sandbox = defaults::sandbox;
+  int64_t retime_rounds = defaults::retime_rounds;
+  int64_t retime_top = defaults::retime_top;
 };
 
 struct llm_profile_config {

@@ -38,6 +38,26 @@ inline constexpr double max_timing_s = 2.0;
 inline constexpr double target_ci = 0.01;
 /// `kiln` or `pike` (one trial, seeds 0 and 1, mean timing), see DESIGN.md.
 inline constexpr const char* mode = "kiln";
+/// Shared build caches (extensions, precompiled headers, Triton) and cached reference timings.
+/// Empty: `$XDG_CACHE_HOME/kiln`, else `$HOME/.cache/kiln`.
+inline constexpr const char* cache_dir = "";
+/// Processes that build candidates' extensions ahead of the GPU (0 = half the cores, at least 1).
+inline constexpr int64_t compile_workers = 0;
+/// One compile stage (import with no GPU visible, extension builds included).
+inline constexpr double compile_timeout_s = 900;
+/// Pre-warmed interpreters (torch imported, CUDA untouched) kept ready per device.
+inline constexpr int64_t pool_size = 2;
+/// Address-space limit of CPU runners in GiB (0 = three quarters of physical memory). CUDA
+/// runners get none: the CUDA driver reserves far more address space than it uses.
+inline constexpr double memory_limit_gb = 0;
+/// `auto` (isolate as far as the machine allows and say what is missing), `required` (refuse to
+/// evaluate without network and filesystem isolation) or `off`.
+inline constexpr const char* sandbox = "auto";
+/// Rounds of the final re-timing of each task's best candidates, interleaved with the
+/// reference (0 = report the search's own measurements).
+inline constexpr int64_t retime_rounds = 3;
+/// How many of a task's best candidates are re-timed at the end.
+inline constexpr int64_t retime_top = 3;
 
 // [llm.<name>]
 /// The profile a config without any [llm.*] or [agents.*] gets, and its provider: offline.

@@ -39,6 +39,7 @@ using names = std::vector<std::string_view>;
 
 const names log_levels = {"trace", "debug", "info", "warn", "error"};
 const names eval_modes = {"kiln", "pike"};
+const names sandbox_modes = {"auto", "required", "off"};
 const names providers = {"rules", "openai", "anthropic", "gemini", "replay"};
 const names strategies = {"pike-b", "pike-o"};
 
@@ -408,7 +409,9 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
             t,
             "evaluator",
             {"devices", "python", "timeout_s", "trials", "atol", "rtol", "cpu_threads",
-             "warmup_calls", "min_samples", "max_samples", "max_timing_s", "target_ci", "mode"}};
+             "warmup_calls", "min_samples", "max_samples", "max_timing_s", "target_ci", "mode",
+             "cache_dir", "compile_workers", "compile_timeout_s", "pool_size", "memory_limit_gb",
+             "sandbox", "retime_rounds", "retime_top"}};
   if (auto* n = t.get("devices"))
     read_devices(s, *n, ev.devices);
   // A bare name such as `python3` is looked up on PATH; only a path is tied to the config's dir.
@@ -426,6 +429,16 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
   s.number("max_timing_s", ev.max_timing_s, above(0, 3600));
   s.number("target_ci", ev.target_ci, above(0, 1));
   s.choice("mode", ev.mode, eval_modes);
+  std::string cache_dir;
+  if (s.string("cache_dir", cache_dir))
+    ev.cache_dir = cache_dir.empty() ? cache_dir : r.resolve(cache_dir);
+  s.integer("compile_workers", ev.compile_workers, between(0, 1024));
+  s.number("compile_timeout_s", ev.compile_timeout_s, above(0, 86400));
+  s.integer("pool_size", ev.pool_size, between(0, 64));
+  s.number("memory_limit_gb", ev.memory_limit_gb, at_least(0));
+  s.choice("sandbox", ev.sandbox, sandbox_modes);
+  s.integer("retime_rounds", ev.retime_rounds, between(0, 100));
+  s.integer("retime_top", ev.retime_top, between(1, 100));
 }
 
 /// Calls `f(name, table)` for each `[<kind>.<name>]`; reports what is not a table or not a

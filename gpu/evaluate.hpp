@@ -31,6 +31,10 @@ public:
   /// Never throws: every failure becomes a verdict.
   verdict evaluate(const eval_job& job, uint64_t seed);
 
+  /// Times the reference and the job's candidates again, interleaved round by round, each in a
+  /// fresh runner; `seed` draws the weights and inputs. Never throws (gpu/retime.cpp).
+  retime_result retime(const retime_job& job, uint64_t seed);
+
   /// What the runners of this device have (runs the harness once, then cached).
   runner_facts facts();
 

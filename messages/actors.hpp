@@ -44,6 +44,8 @@ using agent_actor = caf::typed_actor<
 using evaluator_actor = caf::typed_actor<
     // Judges one candidate.
     caf::replies_to<eval_atom, eval_job>::with<verdict>,
+    // Re-times a task's best candidates interleaved with the reference.
+    caf::replies_to<retime_atom, retime_job>::with<retime_result>,
     // Reports what the device's runners have.
     caf::replies_to<facts_atom>::with<runner_facts>>;
 

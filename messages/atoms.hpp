@@ -22,5 +22,7 @@ using status_atom = caf::atom_constant<caf::atom("status")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using ok_atom = caf::atom_constant<caf::atom("ok")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using retime_atom = caf::atom_constant<caf::atom("retime")>;
+using compile_atom = caf::atom_constant<caf::atom("compile")>;
 
 } // namespace kiln

@@ -39,10 +39,14 @@ struct timing_stats {
   double p90_ms = 0;
   double mean_ms = 0;
   int32_t n = 0;
+  /// GPU clocks seen while the samples were taken (median of readings), 0 where unreadable.
+  int32_t sm_clock_mhz = 0;
+  int32_t mem_clock_mhz = 0;
 };
 
 template <class Inspector> typename Inspector::result_type inspect(Inspector& f, timing_stats& x) {
-  return f(caf::meta::type_name("timing_stats"), x.median_ms, x.p10_ms, x.p90_ms, x.mean_ms, x.n);
+  return f(caf::meta::type_name("timing_stats"), x.median_ms, x.p10_ms, x.p90_ms, x.mean_ms, x.n,
+           x.sm_clock_mhz, x.mem_clock_mhz);
 }
 
 /// The verdict kinds of DESIGN.md, in the order a candidate can fail them.
@@ -72,12 +76,17 @@ struct verdict {
   double speedup = 0;     ///< reference median / candidate median, for `correct`
   double wall_ms = 0;     ///< the whole evaluation, as the parent saw it
   std::string device;
+  double compile_ms = 0;       ///< the compile stage ahead of the GPU (0 when skipped)
+  bool compile_cached = false; ///< every extension the candidate built came from the cache
+  /// Observations that do not change the verdict but a reader should see, e.g. an output
+  /// computed in lower precision than the reference's, or a missing sandbox feature.
+  std::vector<std::string> notes;
 };
 
 template <class Inspector> typename Inspector::result_type inspect(Inspector& f, verdict& x) {
   return f(caf::meta::type_name("verdict"), x.status, x.reason, x.stdout_tail, x.stderr_tail,
-           x.max_abs_diff, x.max_rel_diff, x.candidate, x.reference, x.speedup, x.wall_ms,
-           x.device);
+           x.max_abs_diff, x.max_rel_diff, x.candidate, x.reference, x.speedup, x.wall_ms, x.device,
+           x.compile_ms, x.compile_cached, x.notes);
 }
 
 /// One evaluation to run: a candidate against its task.
@@ -90,6 +99,33 @@ struct eval_job {
 
 template <class Inspector> typename Inspector::result_type inspect(Inspector& f, eval_job& x) {
   return f(caf::meta::type_name("eval_job"), x.task, x.candidate_id, x.code, x.timeout_s);
+}
+
+/// The final re-timing of a task's best candidates: `rounds` rounds, each timing the reference
+/// and then every candidate in a fresh process, so that drift hits all of them alike.
+struct retime_job {
+  task_spec task;
+  std::vector<std::string> candidate_ids;
+  std::vector<std::string> codes; ///< parallel to candidate_ids
+  int32_t rounds = 3;
+};
+
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, retime_job& x) {
+  return f(caf::meta::type_name("retime_job"), x.task, x.candidate_ids, x.codes, x.rounds);
+}
+
+/// Timings of a re-timing: each the median over rounds of the per-round medians.
+struct retime_result {
+  std::string device;
+  timing_stats reference;
+  std::vector<timing_stats> candidates; ///< parallel to the job's candidate_ids
+  std::vector<double> speedups;         ///< 0 where a candidate failed to run
+  std::string error;                    ///< set when the reference itself could not be timed
+};
+
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, retime_result& x) {
+  return f(caf::meta::type_name("retime_result"), x.device, x.reference, x.candidates, x.speedups,
+           x.error);
 }
 
 } // namespace kiln

@@ -25,6 +25,8 @@ TEST_CASE("the binary carries the harness source unchanged") {
   auto source = kiln::harness_source();
   CHECK(source == slurp(KILN_SOURCE_DIR "/gpu/harness/kiln_harness.py"));
   CHECK(source.find("def _main(argv):") != std::string_view::npos);
+  for (const auto& f : kiln::harness_files())
+    CHECK(f.source == slurp(KILN_SOURCE_DIR "/gpu/harness/" + std::string{f.name}));
 }
 
 TEST_CASE("installing the harness writes it once and repairs a changed copy") {
@@ -41,6 +43,10 @@ TEST_CASE("installing the harness writes it once and repairs a changed copy") {
   std::ofstream{path, std::ios::trunc} << "print('tampered')\n";
   kiln::install_harness(dir);
   CHECK(slurp(path) == kiln::harness_source());
-  for (auto& e : fs::directory_iterator{dir})
-    CHECK(e.path().filename() == "kiln_harness.py"); // no temporary left behind
+  size_t files = 0;
+  for (auto& e : fs::directory_iterator{dir}) {
+    CHECK(e.path().extension() == ".py"); // no temporary left behind
+    ++files;
+  }
+  CHECK(files == kiln::harness_files().size());
 }

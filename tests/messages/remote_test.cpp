@@ -28,6 +28,14 @@ evaluator_actor::behavior_type echo_evaluator() {
         v.device = "remote";
         return v;
       },
+      [](retime_atom, const retime_job& job) {
+        retime_result r;
+        r.device = "remote";
+        r.reference.median_ms = job.rounds;
+        r.candidates.resize(job.codes.size());
+        r.speedups.assign(job.candidate_ids.size(), 1.5);
+        return r;
+      },
       [](facts_atom) {
         runner_facts f;
         f.device = "cuda:7";
@@ -117,6 +125,16 @@ TEST_CASE("typed requests cross a CAF io connection between processes") {
               CHECK(v.max_abs_diff == std::vector<double>{20});
               CHECK(v.candidate.median_ms == 12.5);
               CHECK(v.device == "remote");
+            },
+            [](caf::error& err) { FAIL(caf::to_string(err)); });
+    retime_job rj{{"1_MLP", "/t/1_MLP.py", "src"}, {"1_MLP#2", "1_MLP#5"}, {"a", "b"}, 4};
+    self->request(*ev, std::chrono::seconds(10), retime_atom::value, rj)
+        .receive(
+            [](const retime_result& r) {
+              CHECK(r.device == "remote");
+              CHECK(r.reference.median_ms == 4);
+              CHECK(r.candidates.size() == 2);
+              CHECK(r.speedups == std::vector<double>{1.5, 1.5});
             },
             [](caf::error& err) { FAIL(caf::to_string(err)); });
     self->request(*ev, std::chrono::seconds(10), facts_atom::value)
