@@ -1,0 +1,312 @@
+// The runner protocol: job.json in, result.json and output files out (docs/evaluation.md).
+// Everything here starts, watches and reads one runner process; judging is evaluate.cpp's.
+
+#include "gpu/runner.hpp"
+#include "gpu/json_text.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <unistd.h>
+
+#include <simdjson.h>
+#include <spdlog/spdlog.h>
+
+#include "gpu/harness.hpp"
+
+namespace kiln {
+
+namespace fs = std::filesystem;
+
+scratch_guard::~scratch_guard() {
+  if (keep || dir.empty())
+    return;
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (ec)
+    spdlog::warn("evaluator: cannot remove {}: {}", dir, ec.message());
+}
+
+double ms_since(steady::time_point t0) {
+  return std::chrono::duration<double, std::milli>(steady::now() - t0).count();
+}
+
+// -- files ---------------------------------------------------------------------------------------
+
+std::string read_file(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in)
+    throw std::runtime_error("cannot read " + path);
+  return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+}
+
+void write_file(const std::string& path, std::string_view text) {
+  std::ofstream out{path, std::ios::binary | std::ios::trunc};
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out)
+    throw std::runtime_error("cannot write " + path);
+}
+
+// -- runner protocol -----------------------------------------------------------------------------
+
+std::string job_json(const runner_job& j, const evaluator_config& cfg) {
+  std::ostringstream o;
+  o.precision(17);
+  o << "{\"mode\": " << json_quote(j.mode) << ", \"task_path\": " << json_quote(j.task_path)
+    << ", \"candidate_path\": " << json_quote(j.candidate_path)
+    << ", \"out_dir\": " << json_quote(j.dir) << ", \"device\": " << json_quote(j.device)
+    << ", \"weight_seed\": " << j.weight_seed << ", \"seeds\": [";
+  for (size_t i = 0; i < j.seeds.size(); ++i)
+    o << (i ? ", " : "") << j.seeds[i];
+  o << "], \"time\": " << (j.time ? "true" : "false")
+    << ", \"timing\": {\"warmup_calls\": " << cfg.warmup_calls
+    << ", \"min_samples\": " << cfg.min_samples << ", \"max_samples\": " << cfg.max_samples
+    << ", \"max_seconds\": " << cfg.max_timing_s << ", \"target_ci\": " << cfg.target_ci
+    << "}, \"threads\": " << j.threads << ", \"pike_mode\": " << (j.pike ? "true" : "false")
+    << "}\n";
+  return o.str();
+}
+
+namespace {
+
+std::string get_string(simdjson::dom::element e, const char* key) {
+  std::string_view v;
+  if (e[key].get(v))
+    return {};
+  return std::string{v};
+}
+
+double get_number(simdjson::dom::element e, const char* key) {
+  double v = 0;
+  if (e[key].get(v))
+    return 0;
+  return v;
+}
+
+bool get_bool(simdjson::dom::element e, const char* key) {
+  bool v = false;
+  if (e[key].get(v))
+    return false;
+  return v;
+}
+
+void parse_facts(simdjson::dom::element f, runner_facts& out) {
+  out.python = get_string(f, "python");
+  out.python_version = get_string(f, "python_version");
+  out.torch_version = get_string(f, "torch_version");
+  out.cuda = get_bool(f, "cuda");
+  out.triton = get_bool(f, "triton");
+  out.compile = get_bool(f, "compile");
+  out.device_name = get_string(f, "device_name");
+  out.cpu_threads = static_cast<int32_t>(get_number(f, "cpu_threads"));
+  out.multiprocessors = static_cast<int32_t>(get_number(f, "multiprocessors"));
+  out.memory_bytes = static_cast<int64_t>(get_number(f, "memory_bytes"));
+  out.capability = get_string(f, "capability");
+}
+
+} // namespace
+
+/// Reads result.json into `r`; on a missing or malformed file sets `result_problem`.
+void parse_result(const std::string& path, runner_report& r) {
+  if (!fs::exists(path)) {
+    r.result_problem = "no result";
+    return;
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.load(path).get(doc)) {
+    r.result_problem = std::string{"unreadable result.json ("} + simdjson::error_message(err) + ")";
+    return;
+  }
+  bool ok = false;
+  std::string_view stage;
+  if (doc["ok"].get(ok) || doc["stage"].get(stage)) {
+    r.result_problem = "result.json without ok/stage";
+    return;
+  }
+  r.have_result = true;
+  r.ok = ok;
+  r.stage = std::string{stage};
+  r.error = get_string(doc, "error");
+  r.structure = get_string(doc, "structure");
+  r.timing_wall_ms = get_number(doc, "timing_wall_ms");
+  r.load_ms = get_number(doc, "load_ms");
+  simdjson::dom::element facts;
+  if (!doc["facts"].get(facts))
+    parse_facts(facts, r.facts);
+  simdjson::dom::array trials;
+  if (!doc["trials"].get(trials)) {
+    for (auto t : trials) {
+      trial_record rec;
+      uint64_t seed = 0;
+      if (!t["seed"].get(seed))
+        rec.seed = seed;
+      rec.inputs_mutated = get_bool(t, "inputs_mutated");
+      r.trials.push_back(rec);
+    }
+  }
+  simdjson::dom::array samples;
+  if (!doc["samples_ms"].get(samples)) {
+    for (auto s : samples) {
+      double v = 0;
+      if (s.get(v)) {
+        r.result_problem = "result.json with a non-numeric timing sample";
+        r.have_result = false;
+        return;
+      }
+      r.samples_ms.push_back(v);
+    }
+  }
+}
+
+/// The runners' environment: nothing inherited but CUDA_HOME, so a run does not depend on the
+/// shell kiln was started from.
+std::vector<std::string> runner_env(const std::string& python, const std::string& scratch,
+                                    const std::string& work_dir, const std::string& visible,
+                                    int threads) {
+  // The interpreter's own folder first: a virtual environment keeps `ninja` (which
+  // torch.utils.cpp_extension needs) next to its python.
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  auto py_dir = fs::path{python}.parent_path().string();
+  if (!py_dir.empty() && py_dir != "/usr/bin" && py_dir != "/bin" && py_dir != "/usr/local/bin")
+    path = py_dir + ":" + path;
+  std::vector<std::string> env = {
+      "PATH=" + path,
+      "HOME=" + scratch,
+      "TMPDIR=" + scratch + "/tmp",
+      "LANG=C.UTF-8",
+      "PYTHONDONTWRITEBYTECODE=1",
+      "OMP_NUM_THREADS=" + std::to_string(threads),
+      // OpenMP's default spin-waiting makes per-call CPU times 10-20x worse whenever anything
+      // else runs on a small machine; passive waiting keeps them stable (measured on 2 cores).
+      "OMP_WAIT_POLICY=PASSIVE",
+      // glibc moves its mmap threshold as large blocks are freed, so the same code can run 4x
+      // slower in one process than in another (measured: 7_RunningMean at 9.8 ms or 2.2 ms per
+      // call, depending on history). Fixed thresholds make reference and candidate comparable.
+      "MALLOC_MMAP_THRESHOLD_=33554432",
+      "MALLOC_TRIM_THRESHOLD_=17179869184",
+      "TORCH_EXTENSIONS_DIR=" + work_dir + "/cache/torch_extensions",
+      "TRITON_CACHE_DIR=" + work_dir + "/cache/triton",
+      "CUDA_VISIBLE_DEVICES=" + visible,
+  };
+  // Passed through when set: where CUDA lives, and the host's safety switches (shared GPU
+  // servers turn NVLink multicast off, and every program there must keep it off).
+  for (const char* name : {"CUDA_HOME", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+                           "NVSHMEM_DISABLE_NVLS"})
+    if (const char* value = std::getenv(name))
+      env.push_back(std::string{name} + "=" + value);
+  return env;
+}
+
+/// `python` as an absolute path: the runners get a scrubbed PATH, which must not change which
+/// interpreter a bare name means.
+std::string absolute_program(const std::string& program) {
+  if (program.empty() || program.find('/') != std::string::npos)
+    return program;
+  auto found = find_on_path(program);
+  if (!found.empty())
+    return found.front();
+  return program;
+}
+
+namespace {
+
+std::string signal_text(int sig) {
+  const char* name = ::strsignal(sig);
+  return "signal " + std::to_string(sig) + (name ? std::string{" ("} + name + ")" : "");
+}
+
+} // namespace
+
+runner_failure judge_process(const runner_report& r, double timeout_s) {
+  using vs = verdict_status;
+  if (!r.proc.started)
+    return {vs::runtime_error, "cannot start the runner: " + r.proc.error};
+  if (r.proc.timed_out) {
+    std::ostringstream o;
+    o << "timed out after " << timeout_s << " s";
+    if (r.have_result)
+      o << " (stage " << r.stage << ")";
+    return {vs::timeout, o.str()};
+  }
+  // A reported exception explains more than the crash that may have followed it.
+  if (r.have_result && !r.ok) {
+    auto status =
+        (r.stage == "import" || r.stage == "build") ? vs::compile_error : vs::runtime_error;
+    auto reason = r.error.empty() ? "failed at stage " + r.stage : r.error;
+    return {status, reason};
+  }
+  if (r.proc.signal != 0)
+    return {vs::runtime_error, "runner killed by " + signal_text(r.proc.signal)};
+  if (!r.have_result)
+    return {vs::runtime_error, "runner exited with code " + std::to_string(r.proc.exit_code)
+                                   + " and " + r.result_problem};
+  if (r.proc.exit_code != 0)
+    return {vs::runtime_error, "runner exited with code " + std::to_string(r.proc.exit_code)};
+  return {vs::correct, {}};
+}
+
+runner_report run_runner(const runner_context& ctx, const runner_job& job, double timeout_s) {
+  runner_report r;
+  fs::create_directories(job.dir);
+  auto job_path = job.dir + "/job.json";
+  write_file(job_path, job_json(job, ctx.settings.cfg));
+  // The harness is re-checked before every start: an earlier candidate may have rewritten it.
+  install_harness(ctx.settings.work_dir);
+  process_options opts;
+  opts.argv = {ctx.settings.python, "-I", "-B", ctx.harness_path, job_path};
+  opts.env = runner_env(ctx.settings.python, ctx.scratch, ctx.settings.work_dir,
+                        ctx.visible_devices, ctx.threads);
+  opts.cwd = job.dir;
+  r.stdout_path = job.dir + "/stdout.txt";
+  r.stderr_path = job.dir + "/stderr.txt";
+  opts.stdout_path = r.stdout_path;
+  opts.stderr_path = r.stderr_path;
+  opts.timeout_s = timeout_s;
+  spdlog::debug("evaluator {}: {} runner in {}", ctx.settings.device, job.mode, job.dir);
+  r.proc = run_process(opts);
+  // After a timeout there is normally no result; one written before a hang at exit counts.
+  if (r.proc.started)
+    parse_result(job.dir + "/result.json", r);
+  return r;
+}
+
+/// Maps `cpu` / `cuda:N` to CUDA_VISIBLE_DEVICES and the device name the runner uses.
+bool map_device(const std::string& device, std::string& visible, std::string& runner_device) {
+  if (device == "cpu") {
+    visible = "";
+    runner_device = "cpu";
+    return true;
+  }
+  if (device.rfind("cuda:", 0) == 0 && device.size() > 5
+      && device.find_first_not_of("0123456789", 5) == std::string::npos) {
+    visible = device.substr(5);
+    runner_device = "cuda:0";
+    return true;
+  }
+  return false;
+}
+
+int runner_threads(const evaluator_config& cfg) {
+  if (cfg.cpu_threads > 0)
+    return static_cast<int>(cfg.cpu_threads);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+/// A fresh `<work_dir>/e<counter>-<pid>`; skips names another engine already took.
+std::string make_scratch(const std::string& work_dir, uint64_t& counter) {
+  for (;;) {
+    auto dir = work_dir + "/e" + std::to_string(counter++) + "-" + std::to_string(::getpid());
+    if (fs::create_directory(dir))
+      return dir;
+  }
+}
+
+} // namespace kiln
