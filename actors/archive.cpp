@@ -18,7 +18,7 @@ namespace kiln {
 namespace {
 
 // Bump when a table or column changes meaning; docs/archive.md lists the history.
-constexpr const char* schema_version = "1";
+constexpr const char* schema_version = "2";
 
 // A write that waits on another connection's lock (a `kiln report` checkpointing the WAL, say)
 // gives up after this long and is logged as a failed write.
@@ -109,7 +109,9 @@ CREATE TABLE IF NOT EXISTS tasks (
   reference_ms    REAL NOT NULL,
   best_seq        INTEGER NOT NULL,
   stop_reason     TEXT NOT NULL,
-  ended_ts        REAL NOT NULL
+  ended_ts        REAL NOT NULL,
+  retimed         INTEGER NOT NULL DEFAULT 0,
+  search_speedup  REAL NOT NULL DEFAULT 1
 );
 )sql";
 
@@ -155,13 +157,14 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 
 constexpr const char* upsert_task_sql = R"sql(
 INSERT INTO tasks (task, queries, evaluations, correct, found, best_speedup, best_runtime_ms,
-                   reference_ms, best_seq, stop_reason, ended_ts)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                   reference_ms, best_seq, stop_reason, ended_ts, retimed, search_speedup)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
 ON CONFLICT (task) DO UPDATE SET
   queries = excluded.queries, evaluations = excluded.evaluations, correct = excluded.correct,
   found = excluded.found, best_speedup = excluded.best_speedup,
   best_runtime_ms = excluded.best_runtime_ms, reference_ms = excluded.reference_ms,
-  best_seq = excluded.best_seq, stop_reason = excluded.stop_reason, ended_ts = excluded.ended_ts
+  best_seq = excluded.best_seq, stop_reason = excluded.stop_reason, ended_ts = excluded.ended_ts,
+  retimed = excluded.retimed, search_speedup = excluded.search_speedup
 )sql";
 
 /// Wall-clock time as Unix seconds with a fraction: what `datetime(ts, 'unixepoch')` reads.
@@ -403,6 +406,8 @@ void archive_state::put(const task_result& x) {
     st.bind_int64(9, x.best_seq);
     st.bind_text(10, x.stop_reason);
     st.bind_double(11, unix_now());
+    st.bind_int64(12, x.retimed ? 1 : 0);
+    st.bind_double(13, x.search_speedup);
     st.run();
   });
 }

@@ -1,5 +1,7 @@
 #include "actors/dispatcher.hpp"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
@@ -14,26 +16,50 @@ using self_ptr = dispatcher_actor::stateful_pointer<dispatcher_state>;
 
 void pump(self_ptr self);
 
-/// What to do when an evaluator fails to answer: the job goes back to the front of the queue
-/// once, then its requester gets the error.
+/// Answers every queued job with `err`: nothing is left that could run them.
+void fail_queue(self_ptr self, const caf::error& err) {
+  auto& q = self->state.queue;
+  while (!q.empty()) {
+    auto p = std::move(q.front());
+    q.pop_front();
+    if (p.is_retime)
+      p.retime_promise.deliver(err);
+    else
+      p.promise.deliver(err);
+  }
+}
+
+/// What to do when an evaluator fails to answer. A dead evaluator empties its slot (the
+/// supervisor installs a new one) and its job gets one more try; an unhealthy device's slot is
+/// retired for good and its job goes to another device; any other error is the requester's
+/// answer.
 auto on_failure(self_ptr self, size_t index, evaluator_actor handle, dispatcher_state::pending p) {
   return [self, index, handle, p](caf::error& err) mutable {
-    auto& s = self->state.slots[index];
+    auto& st = self->state;
+    auto& s = st.slots[index];
+    const bool dead = err == caf::sec::request_receiver_down;
+    const bool unhealthy = is(err, ec::device_unhealthy);
     if (s.handle == handle) {
       s.busy = false;
-      // A dead evaluator is replaced by the supervisor; until then the slot is empty.
-      s.handle = nullptr;
+      if (dead)
+        s.handle = nullptr;
+      if (unhealthy) {
+        spdlog::error("dispatcher: retiring evaluator {}: {}", index, render(err));
+        s.retired = true;
+      }
     }
-    if (p.requeued == 0) {
+    if ((dead || unhealthy) && p.requeued == 0) {
       spdlog::warn("dispatcher: evaluator {} failed on {} ({}); requeueing once", index,
                    p.is_retime ? p.retime.task.name : p.job.candidate_id, render(err));
       ++p.requeued;
-      self->state.queue.push_front(std::move(p));
+      st.queue.push_front(std::move(p));
     } else if (p.is_retime) {
       p.retime_promise.deliver(std::move(err));
     } else {
       p.promise.deliver(std::move(err));
     }
+    if (std::all_of(st.slots.begin(), st.slots.end(), [](auto& x) { return x.retired; }))
+      fail_queue(self, make_error(ec::unavailable, "every device of this host is unhealthy"));
     pump(self);
   };
 }
@@ -68,7 +94,7 @@ void run_on(self_ptr self, size_t index, dispatcher_state::pending p) {
 void pump(self_ptr self) {
   auto& st = self->state;
   for (size_t i = 0; i < st.slots.size() && !st.queue.empty(); ++i) {
-    if (!st.slots[i].handle || st.slots[i].busy)
+    if (!st.slots[i].handle || st.slots[i].busy || st.slots[i].retired)
       continue;
     auto p = std::move(st.queue.front());
     st.queue.pop_front();

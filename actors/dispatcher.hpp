@@ -27,6 +27,7 @@ struct dispatcher_state {
   struct slot {
     evaluator_actor handle;
     bool busy = false;
+    bool retired = false; ///< its device failed a health check: it gets no more jobs
   };
   std::deque<pending> queue;
   std::vector<slot> slots;

@@ -33,6 +33,9 @@ struct pike_b_settings {
   std::string brainstormer = "brainstormer";
   std::string optimizer = "optimizer";
   std::string error_fixer = "error_fixer";
+  /// Final re-timing of the best `retime_top` candidates in `retime_rounds` rounds (0 = off).
+  int64_t retime_rounds = 3;
+  int64_t retime_top = 3;
 };
 
 struct strategy_pike_b_state {
@@ -65,7 +68,10 @@ struct strategy_pike_b_state {
   bool budget_spent = false;
   bool stopping = false;
   bool finished = false;
+  bool retiming = false; ///< the final re-timing is under way
   std::string stop_reason;
+  /// The fastest correct candidates so far, fastest first, at most `retime_top`.
+  std::vector<candidate_record> winners;
 
   task_result result;
   task_progress progress;

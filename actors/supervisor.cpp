@@ -189,6 +189,8 @@ pike_b_settings strategy_settings(const config& cfg) {
   s.brainstormer = cfg.strategy.brainstormer;
   s.optimizer = cfg.strategy.optimizer;
   s.error_fixer = cfg.strategy.error_fixer;
+  s.retime_rounds = cfg.evaluator.retime_rounds;
+  s.retime_top = cfg.evaluator.retime_top;
   auto fixer = cfg.agents.find(s.error_fixer);
   if (fixer != cfg.agents.end())
     s.max_attempts = fixer->second.max_attempts;

@@ -25,6 +25,8 @@ const char* to_string(ec code) {
     case ec::eval_failed:
       return "eval_failed";
     case ec::io_error:
+    case ec::device_unhealthy:
+      return "device_unhealthy";
       return "io_error";
   }
   return "unknown";

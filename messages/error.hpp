@@ -28,6 +28,8 @@ enum class ec : uint8_t {
   eval_failed,
   /// A file could not be read or written.
   io_error,
+  /// A device failed its health check; its evaluator takes no more work.
+  device_unhealthy,
 };
 
 const char* to_string(ec code);

@@ -97,12 +97,16 @@ struct task_result {
   std::string best_code;
   int64_t best_seq = 0;
   std::string stop_reason; ///< budget, phases, stopped, error: ...
+  /// The figures above come from the final interleaved re-timing (not the search's own).
+  bool retimed = false;
+  /// The best speedup as the search measured it, before re-timing.
+  double search_speedup = 1.0;
 };
 
 template <class Inspector> typename Inspector::result_type inspect(Inspector& f, task_result& x) {
   return f(caf::meta::type_name("task_result"), x.task, x.queries, x.evaluations, x.correct,
            x.found, x.best_speedup, x.best_runtime_ms, x.reference_ms, x.best_code, x.best_seq,
-           x.stop_reason);
+           x.stop_reason, x.retimed, x.search_speedup);
 }
 
 /// Totals of LLM use over a run.

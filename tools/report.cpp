@@ -134,7 +134,9 @@ void write_run_outputs(const std::string& dir, const run_summary& s) {
        << "\"queries\": " << t.queries << ", \"evaluations\": " << t.evaluations << ", "
        << "\"correct\": " << t.correct << ", "
        << "\"best_candidate\": " << (best.empty() ? "null" : "\"" + best + "\"") << ", "
-       << "\"stop_reason\": \"" << json_escape(t.stop_reason) << "\"}";
+       << "\"stop_reason\": \"" << json_escape(t.stop_reason) << "\", "
+       << "\"retimed\": " << (t.retimed ? "true" : "false") << ", "
+       << "\"search_speedup\": " << json_number(std::max(1.0, t.search_speedup)) << "}";
     first = false;
   }
   js << "\n ]}\n";

@@ -189,6 +189,10 @@ TEST_CASE_METHOD(actor_fixture, "a run ends within budget and the archive holds 
     CHECK(t.found);
     CHECK(t.best_speedup >= 1.0);
     CHECK_FALSE(t.best_code.empty());
+    // The reported figures are the final re-timing's (the stand-in's are 10 % slower).
+    CHECK(t.retimed);
+    CHECK(t.reference_ms == Approx(1.1));
+    CHECK(t.best_speedup == Approx(std::max(1.0, 0.9 * t.search_speedup)));
   }
   CHECK(summary.llm.queries == summary.tasks[0].queries + summary.tasks[1].queries);
   self->send_exit(sup, caf::exit_reason::user_shutdown);
@@ -199,6 +203,7 @@ TEST_CASE_METHOD(actor_fixture, "a run ends within budget and the archive holds 
   CHECK(count_rows(db, "SELECT COUNT(*) FROM budget_events WHERE kind = 'grant'")
         == summary.llm.queries);
   CHECK(count_rows(db, "SELECT COUNT(*) FROM tasks") == 2);
+  CHECK(count_rows(db, "SELECT COUNT(*) FROM tasks WHERE retimed = 1") == 2);
 }
 
 TEST_CASE_METHOD(actor_fixture,
@@ -232,6 +237,7 @@ TEST_CASE_METHOD(actor_fixture,
   REQUIRE(summary.tasks.size() == 2);
   CHECK(summary.tasks[0].stop_reason == "stopped");
   CHECK(summary.tasks[0].evaluations >= 1);
+  CHECK_FALSE(summary.tasks[0].retimed); // a stopped run does not start re-timing
   CHECK(summary.tasks[1].stop_reason == "not started");
   CHECK(summary.tasks[1].queries == 0);
   self->send_exit(sup, caf::exit_reason::user_shutdown);
