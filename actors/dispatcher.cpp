@@ -85,10 +85,74 @@ void run_on(self_ptr self, size_t index, dispatcher_state::pending p) {
       .then(
           [self, index, p](verdict& v) mutable {
             self->state.slots[index].busy = false;
+            v.compile_ms = p.compile.wall_ms;
+            v.compile_cached = p.compile.cached;
             p.promise.deliver(std::move(v));
             pump(self);
           },
           on_failure(self, index, handle, p));
+}
+
+void pump_compilers(self_ptr self);
+
+/// Sends a job through compiler `index`; when it builds fine the job joins the device queue.
+void compile_on(self_ptr self, size_t index, dispatcher_state::pending p) {
+  auto& c = self->state.compilers[index];
+  c.busy = true;
+  auto handle = c.handle;
+  auto job = p.job;
+  self->request(handle, defaults::request_timeout, compile_atom::value, std::move(job))
+      .then(
+          [self, index, p](compile_report& r) mutable {
+            self->state.compilers[index].busy = false;
+            if (!r.ok) {
+              r.failure.compile_ms = r.wall_ms;
+              p.promise.deliver(std::move(r.failure));
+            } else {
+              p.compile = std::move(r);
+              self->state.queue.push_back(std::move(p));
+              pump(self);
+            }
+            pump_compilers(self);
+          },
+          [self, index, handle, p](caf::error& err) mutable {
+            // A compile worker that failed to answer is dropped; the job goes on to the GPU
+            // stage, which builds whatever is still missing itself.
+            auto& cs = self->state.compilers;
+            spdlog::warn("dispatcher: compiler {} failed on {} ({}); evaluating without it", index,
+                         p.job.candidate_id, render(err));
+            if (index < cs.size() && cs[index].handle == handle) {
+              cs[index].busy = false;
+              if (err == caf::sec::request_receiver_down)
+                cs[index].handle = nullptr;
+            }
+            self->state.queue.push_back(std::move(p));
+            pump(self);
+            pump_compilers(self);
+          });
+}
+
+void pump_compilers(self_ptr self) {
+  auto& st = self->state;
+  bool any = false;
+  for (size_t i = 0; i < st.compilers.size() && !st.compile_queue.empty(); ++i) {
+    if (!st.compilers[i].handle)
+      continue;
+    any = true;
+    if (st.compilers[i].busy)
+      continue;
+    auto p = std::move(st.compile_queue.front());
+    st.compile_queue.pop_front();
+    compile_on(self, i, std::move(p));
+  }
+  if (!any && !st.compile_queue.empty()) {
+    // Every compiler is gone: the GPU stage builds for itself.
+    while (!st.compile_queue.empty()) {
+      st.queue.push_back(std::move(st.compile_queue.front()));
+      st.compile_queue.pop_front();
+    }
+    pump(self);
+  }
 }
 
 void pump(self_ptr self) {
@@ -128,6 +192,13 @@ void ask_facts(self_ptr self) {
 
 } // namespace
 
+bool builds_extensions(const std::string& code) {
+  // A cheap look at the source: a false positive costs one import on a CPU worker, a false
+  // negative only moves the build into the GPU stage.
+  return code.find("cpp_extension") != std::string::npos
+         || code.find("load_inline") != std::string::npos;
+}
+
 dispatcher_actor::behavior_type
 dispatcher(dispatcher_actor::stateful_pointer<dispatcher_state> self, size_t slots) {
   self->state.slots.resize(slots);
@@ -137,8 +208,14 @@ dispatcher(dispatcher_actor::stateful_pointer<dispatcher_state> self, size_t slo
         dispatcher_state::pending p;
         p.job = std::move(job);
         p.promise = rp;
-        self->state.queue.push_back(std::move(p));
-        pump(self);
+        auto& st = self->state;
+        if (!st.compilers.empty() && builds_extensions(p.job.code)) {
+          st.compile_queue.push_back(std::move(p));
+          pump_compilers(self);
+        } else {
+          st.queue.push_back(std::move(p));
+          pump(self);
+        }
         return rp;
       },
       [self](retime_atom, retime_job& job) -> caf::result<retime_result> {
@@ -172,6 +249,10 @@ dispatcher(dispatcher_actor::stateful_pointer<dispatcher_state> self, size_t slo
         if (!st.facts_waiting.empty())
           ask_facts(self);
         pump(self);
+      },
+      [self](put_atom, compiler_actor& handle) {
+        self->state.compilers.push_back({std::move(handle), false});
+        pump_compilers(self);
       },
   };
 }

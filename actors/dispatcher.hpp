@@ -1,8 +1,11 @@
 #pragma once
 
-// The dispatcher queues evaluations and hands each to an idle evaluator. Evaluators are kept by
-// slot (one per device); the supervisor installs a fresh one in a slot after a crash, and a job
-// whose evaluator died is put back at the front of the queue once.
+// The dispatcher queues evaluations and hands each to an idle evaluator. A candidate that builds
+// extensions first goes through a compile worker (CPU only, no GPU visible), so that a GPU is
+// never held while compiling and the build lands in the shared cache; compilers work ahead of
+// the evaluators. Evaluators are kept by slot (one per device); the supervisor installs a fresh
+// one in a slot after a crash, a job whose evaluator died is put back at the front of the queue
+// once, and a device that fails its health check is retired.
 
 #include <deque>
 #include <vector>
@@ -20,6 +23,7 @@ struct dispatcher_state {
     eval_job job;
     caf::typed_response_promise<verdict> promise;
     int requeued = 0;
+    compile_report compile; ///< what the compile stage did, when it ran
     bool is_retime = false;
     retime_job retime;
     caf::typed_response_promise<retime_result> retime_promise;
@@ -29,12 +33,23 @@ struct dispatcher_state {
     bool busy = false;
     bool retired = false; ///< its device failed a health check: it gets no more jobs
   };
+  struct worker {
+    compiler_actor handle;
+    bool busy = false;
+  };
+  /// Jobs waiting for a compiler; after it they join `queue`, the device stage's.
+  std::deque<pending> compile_queue;
+  std::vector<worker> compilers;
   std::deque<pending> queue;
   std::vector<slot> slots;
   std::vector<caf::typed_response_promise<runner_facts>> facts_waiting;
   bool have_facts = false;
   runner_facts facts;
 };
+
+/// Whether a candidate's source suggests it builds C++/CUDA extensions, so it goes through a
+/// compiler before the GPU.
+bool builds_extensions(const std::string& code);
 
 dispatcher_actor::behavior_type
 dispatcher(dispatcher_actor::stateful_pointer<dispatcher_state> self, size_t slots);

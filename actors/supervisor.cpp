@@ -8,6 +8,7 @@
 
 #include "actors/agent.hpp"
 #include "actors/archive.hpp"
+#include "actors/compiler.hpp"
 #include "actors/dispatcher.hpp"
 #include "actors/evaluator.hpp"
 #include "actors/llm_gateway.hpp"
@@ -63,6 +64,11 @@ caf::actor spawn_worker(self_ptr self, const std::string& name) {
       ev = spawn_evaluator(self->home_system(), st.plan.evaluators.at(index), cfg.run.seed);
     self->send(st.dispatcher, put_atom::value, static_cast<int32_t>(index), ev);
     handle = caf::actor_cast<caf::actor>(ev);
+  } else if (name.rfind("compiler:", 0) == 0) {
+    auto index = std::stoul(name.substr(9));
+    auto c = spawn_compiler(self->home_system(), st.plan.compilers.at(index));
+    self->send(st.dispatcher, put_atom::value, c);
+    handle = caf::actor_cast<caf::actor>(c);
   }
   install(self, name, handle);
   return handle;
@@ -320,6 +326,8 @@ supervisor(supervisor_actor::stateful_pointer<supervisor_state> self, run_plan p
     spawn_worker(self, "agent:" + name);
   for (size_t i = 0; i < slots; ++i)
     spawn_worker(self, "evaluator:" + std::to_string(i));
+  for (size_t i = 0; i < st.plan.compilers.size(); ++i)
+    spawn_worker(self, "compiler:" + std::to_string(i));
   for (size_t i = 0; i < st.plan.tasks.size(); ++i)
     st.todo.push_back(i);
 

@@ -26,6 +26,7 @@
 #include "actors/budget.hpp"
 #include "config/config.hpp"
 #include "config/defaults.hpp"
+#include "gpu/compile.hpp"
 #include "gpu/evaluate.hpp"
 #include "messages/actors.hpp"
 
@@ -37,6 +38,8 @@ struct run_plan {
   std::vector<task_spec> tasks;
   /// One evaluator per entry (one per device).
   std::vector<eval_settings> evaluators;
+  /// One compile worker per entry; none means candidates build in the GPU stage.
+  std::vector<compile_settings> compilers;
   /// Role templates read at start (role name -> text; absent means built-in).
   std::map<std::string, std::string> templates;
   /// Called on every progress report and when a task ends (in the supervisor's context:

@@ -49,10 +49,18 @@ using evaluator_actor = caf::typed_actor<
     // Reports what the device's runners have.
     caf::replies_to<facts_atom>::with<runner_facts>>;
 
-/// The dispatcher: queues evaluations and hands each to a free evaluator.
+/// A compile worker: imports a candidate with no GPU visible so that its extensions are built
+/// (into the shared cache) before any GPU is held.
+using compiler_actor =
+    caf::typed_actor<caf::replies_to<compile_atom, eval_job>::with<compile_report>>;
+
+/// The dispatcher: queues evaluations, sends those that build extensions through a compiler
+/// first, and hands each to a free evaluator.
 using dispatcher_actor = evaluator_actor::extend<
     // Installs (or replaces, after a restart) the evaluator of device slot `index`.
-    caf::reacts_to<put_atom, int32_t, evaluator_actor>>;
+    caf::reacts_to<put_atom, int32_t, evaluator_actor>,
+    // Adds a compile worker.
+    caf::reacts_to<put_atom, compiler_actor>>;
 
 /// A search strategy: one per task.
 using strategy_actor = caf::typed_actor<

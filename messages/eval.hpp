@@ -101,6 +101,20 @@ template <class Inspector> typename Inspector::result_type inspect(Inspector& f,
   return f(caf::meta::type_name("eval_job"), x.task, x.candidate_id, x.code, x.timeout_s);
 }
 
+/// What the compile stage (ahead of the GPU) made of a candidate.
+struct compile_report {
+  bool ok = true;      ///< false: `failure` is the candidate's verdict (compile_error)
+  verdict failure;     ///< set when !ok
+  double wall_ms = 0;  ///< the stage's wall time
+  bool cached = false; ///< every extension came from the cache (or there was none)
+  int32_t builds = 0;  ///< extensions built in this stage
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, compile_report& x) {
+  return f(caf::meta::type_name("compile_report"), x.ok, x.failure, x.wall_ms, x.cached, x.builds);
+}
+
 /// The final re-timing of a task's best candidates: `rounds` rounds, each timing the reference
 /// and then every candidate in a fresh process, so that drift hits all of them alike.
 struct retime_job {

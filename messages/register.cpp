@@ -15,6 +15,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<timing_stats>("kiln::timing_stats");
   cfg.add_message_type<verdict>("kiln::verdict");
   cfg.add_message_type<eval_job>("kiln::eval_job");
+  cfg.add_message_type<compile_report>("kiln::compile_report");
   cfg.add_message_type<retime_job>("kiln::retime_job");
   cfg.add_message_type<retime_result>("kiln::retime_result");
   cfg.add_message_type<agent_request>("kiln::agent_request");

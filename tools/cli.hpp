@@ -24,12 +24,27 @@ struct eval_args {
   double timeout_s = 0;
   bool json = false;
   std::string config;
+  std::string stream; ///< a manifest instead of --task/--candidate
+};
+
+struct baseline_args {
+  std::vector<std::string> tasks;
+  std::string device; ///< empty: the first device of `auto`
+  std::vector<std::string> modes = {"eager"};
+  std::string config;
+  std::string out; ///< empty: stdout
 };
 
 int run(const run_args& args);
 int eval(const eval_args& args);
+/// `kiln eval --stream`: every line of a manifest through dispatcher, compilers and evaluator.
+int eval_stream(const eval_args& args);
+/// One verdict as the JSON object `kiln eval --json` prints.
+std::string verdict_json(const verdict& v);
 /// Lists the devices evaluators would see: CUDA devices first, the CPU last.
 int devices(bool json);
+/// Times the references of a task set (eager and torch.compile modes) and writes them as JSON.
+int baseline(const baseline_args& args);
 
 /// Task files named by `paths` (files, or folders whose `*.py` files are tasks), sorted by
 /// their numeric id; throws std::runtime_error naming a path that does not exist or holds none.

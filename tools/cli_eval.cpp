@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/evaluator.hpp"
+#include "gpu/build_cache.hpp"
 #include "gpu/devices.hpp"
 #include "gpu/evaluate.hpp"
 #include "gpu/json_text.hpp"
@@ -19,8 +20,6 @@
 namespace fs = std::filesystem;
 
 namespace kiln::cli {
-
-namespace {
 
 std::string verdict_json(const verdict& v) {
   auto max_of = [](const std::vector<double>& xs) {
@@ -54,13 +53,21 @@ std::string verdict_json(const verdict& v) {
        << "}";
   js << ", \"device\": \"" << json_escape(v.device) << "\", \"wall_ms\": " << json_number(v.wall_ms)
      << ", \"stdout_tail\": \"" << json_escape(v.stdout_tail) << "\", \"stderr_tail\": \""
-     << json_escape(v.stderr_tail) << "\"}";
+     << json_escape(v.stderr_tail) << "\", \"compile_ms\": " << json_number(v.compile_ms)
+     << ", \"compile_cached\": " << (v.compile_cached ? "true" : "false") << ", \"notes\": [";
+  for (size_t i = 0; i < v.notes.size(); ++i)
+    js << (i ? ", " : "") << "\"" << json_escape(v.notes[i]) << "\"";
+  js << "]}";
   return js.str();
 }
 
-} // namespace
-
 int eval(const eval_args& args) {
+  if (!args.stream.empty())
+    return eval_stream(args);
+  if (args.task.empty() || args.candidate.empty()) {
+    std::cerr << "kiln: eval needs --task and --candidate, or --stream\n";
+    return 2;
+  }
   eval_settings s;
   eval_job job;
   try {
@@ -73,6 +80,8 @@ int eval(const eval_args& args) {
     job.timeout_s = args.timeout_s;
     s.device = select_devices({args.device}).front().id;
     s.python = find_python(s.cfg.python);
+    s.cache_dir = resolve_cache_dir(s.cfg.cache_dir);
+    prepare_cache_dir(s.cache_dir);
   } catch (const std::exception& e) {
     std::cerr << "kiln: " << e.what() << "\n";
     return 2;

@@ -13,8 +13,10 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/compiler.hpp"
 #include "actors/supervisor.hpp"
 #include "config/defaults.hpp"
+#include "gpu/build_cache.hpp"
 #include "gpu/devices.hpp"
 #include "gpu/python.hpp"
 #include "messages/error.hpp"
@@ -122,14 +124,26 @@ int run(const run_args& args) {
     auto python = find_python(plan.cfg.evaluator.python);
     auto devices = select_devices(plan.cfg.evaluator.devices);
     auto work = fs::path{plan.cfg.run.out} / ".kiln";
+    auto cache_dir = resolve_cache_dir(plan.cfg.evaluator.cache_dir);
+    prepare_cache_dir(cache_dir);
     for (auto& d : devices) {
       eval_settings s;
       s.python = python;
       s.device = d.id;
       s.cfg = plan.cfg.evaluator;
       s.work_dir = (work / ("work-" + d.id)).string();
+      s.cache_dir = cache_dir;
       plan.evaluators.push_back(std::move(s));
     }
+    // The compile workers build for the devices' architecture (all of a host's GPUs are
+    // normally alike; a mixed host gets every capability in the list).
+    std::string archs;
+    for (auto& d : devices)
+      if (!d.capability.empty() && archs.find(d.capability) == std::string::npos)
+        archs += (archs.empty() ? "" : ";") + d.capability;
+    auto compile = compile_settings_for(plan.evaluators.front(), archs);
+    compile.work_dir = (work / "compile").string();
+    plan.compilers.assign(compile_worker_count(plan.cfg.evaluator), compile);
     fs::create_directories(plan.cfg.run.out);
   } catch (const std::exception& e) {
     std::cerr << "kiln: " << e.what() << "\n";
