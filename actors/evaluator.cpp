@@ -3,6 +3,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "messages/error.hpp"
+
 namespace kiln {
 
 uint64_t evaluation_seed(uint64_t run_seed, const std::string& candidate_id) {
@@ -23,16 +25,22 @@ evaluator_actor::behavior_type evaluator(evaluator_actor::stateful_pointer<evalu
   self->state.seed = seed;
   self->state.engine = std::make_unique<evaluation_engine>(std::move(settings));
   return {
-      [self](eval_atom, const eval_job& job) -> verdict {
+      [self](eval_atom, const eval_job& job) -> caf::result<verdict> {
         auto& st = self->state;
+        // A device that failed its health check takes no more work: the dispatcher retires it
+        // and sends the job to another device.
+        if (auto problem = st.engine->check_health(); !problem.empty())
+          return make_error(ec::device_unhealthy, problem);
         auto v = st.engine->evaluate(job, evaluation_seed(st.seed, job.candidate_id));
         ++st.evaluations;
         spdlog::info("evaluator {}: {} -> {} ({}) in {:.0f} ms", st.engine->settings().device,
                      job.candidate_id, to_string(v.status), v.reason, v.wall_ms);
         return v;
       },
-      [self](retime_atom, const retime_job& job) -> retime_result {
+      [self](retime_atom, const retime_job& job) -> caf::result<retime_result> {
         auto& st = self->state;
+        if (auto problem = st.engine->check_health(); !problem.empty())
+          return make_error(ec::device_unhealthy, problem);
         return st.engine->retime(job, evaluation_seed(st.seed, job.task.name + "#retime"));
       },
       [self](facts_atom) -> runner_facts { return self->state.engine->facts(); },

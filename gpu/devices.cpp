@@ -30,6 +30,15 @@ std::string proc_field(const char* file, const std::string& key) {
   return {};
 }
 
+/// A cpufreq file (kHz) in MHz; 0 when absent or garbled.
+int read_mhz(const char* file, int per_mhz) {
+  std::ifstream in(file);
+  long long v = 0;
+  if (!(in >> v) || v <= 0)
+    return 0;
+  return static_cast<int>(v / per_mhz);
+}
+
 device_info cpu_device() {
   device_info cpu;
   cpu.id = "cpu";
@@ -46,6 +55,16 @@ device_info cpu_device() {
       cpu.memory_bytes = std::stoll(mem) * 1024;
     } catch (const std::exception&) {
       cpu.memory_bytes = 0;
+    }
+  }
+  cpu.clock_mhz = read_mhz("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq", 1000);
+  cpu.max_clock_mhz = read_mhz("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", 1000);
+  if (cpu.clock_mhz == 0) {
+    // Virtual machines often lack cpufreq; /proc/cpuinfo still says what the kernel measured.
+    try {
+      cpu.clock_mhz = static_cast<int>(std::stod(proc_field("/proc/cpuinfo", "cpu MHz")));
+    } catch (const std::exception&) {
+      cpu.clock_mhz = 0;
     }
   }
   return cpu;
@@ -73,6 +92,7 @@ std::vector<device_info> cuda_devices() {
     d.memory_bytes = static_cast<long long>(prop.totalGlobalMem);
     d.multiprocessors = prop.multiProcessorCount;
     d.capability = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+    d.pci_bus_id = cuda_pci_bus_id(i);
     out.push_back(std::move(d));
   }
 #endif
@@ -80,6 +100,19 @@ std::vector<device_info> cuda_devices() {
 }
 
 } // namespace
+
+std::string cuda_pci_bus_id([[maybe_unused]] int index) {
+#ifdef KILN_HAVE_CUDA
+  char id[64] = {};
+  if (cudaDeviceGetPCIBusId(id, sizeof id, index) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  return id;
+#else
+  return {};
+#endif
+}
 
 std::vector<device_info> discover_devices() {
   std::vector<device_info> out;

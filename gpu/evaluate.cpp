@@ -1,8 +1,9 @@
 // The evaluation procedure (docs/evaluation.md explains every rule):
 //
-//   draw seeds ─> reference runner ─> stash its outputs in memory ─> candidate runner
-//        ─> process outcomes ─> structure ─> mutation ─> libtorch comparison per trial
-//        ─> timing sanity ─> correct (speedup = reference median / candidate median)
+//   static scan ─> draw seeds ─> reference runner ─> stash its outputs in memory
+//        ─> candidate runner ─> nonce, harness violations ─> process outcomes ─> structure
+//        ─> mutation, aliasing ─> libtorch comparison per trial ─> post-timing re-check
+//        ─> timing sanity ─> correct (speedup = reference median / candidate median) + notes
 //
 // Both runners are fresh processes of gpu/harness/kiln_harness.py, started one after the other
 // (never two timed things at once), with a scrubbed environment. The parent trusts the
@@ -35,8 +36,10 @@
 
 #include "gpu/compare.hpp"
 #include "gpu/harness.hpp"
+#include "gpu/nvml.hpp"
 #include "gpu/process.hpp"
 #include "gpu/runner.hpp"
+#include "gpu/scan.hpp"
 #include "gpu/timing.hpp"
 
 namespace kiln {
@@ -49,9 +52,24 @@ double sum_of(const std::vector<double>& xs) {
   return std::accumulate(xs.begin(), xs.end(), 0.0);
 }
 
+/// A fresh random token per runner; result.json must echo it (see the harness).
+std::string fresh_nonce() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+/// Speedups above this are physically suspicious for most tasks (KernelBench flags them too):
+/// a note asks a human to look, the verdict stands.
+constexpr double suspicious_speedup = 10.0;
+
 } // namespace
 
-evaluation_engine::evaluation_engine(eval_settings settings) : settings_(std::move(settings)) {
+evaluation_engine::evaluation_engine(eval_settings settings)
+    : settings_(std::move(settings)),
+      references_(settings_.cache_dir.empty() ? settings_.cfg.cache_dir : settings_.cache_dir) {
   settings_.python = absolute_program(settings_.python);
   if (settings_.work_dir.empty())
     throw std::runtime_error("evaluator: empty work_dir");
@@ -60,18 +78,41 @@ evaluation_engine::evaluation_engine(eval_settings settings) : settings_(std::mo
   fs::create_directories(settings_.work_dir + "/cache/torch_extensions");
   fs::create_directories(settings_.work_dir + "/cache/triton");
   harness_path_ = install_harness(settings_.work_dir);
+  health_ = std::make_unique<device_health>();
+  pool_ = std::make_unique<runner_pool>(
+      runner_pool_launch(settings_, harness_path_),
+      static_cast<size_t>(std::max<int64_t>(0, settings_.cfg.pool_size)));
+  // Warm now: the interpreters import torch while the first job is still being prepared.
+  pool_->refill();
+}
+
+evaluation_engine::~evaluation_engine() = default;
+evaluation_engine::evaluation_engine(evaluation_engine&&) noexcept = default;
+evaluation_engine& evaluation_engine::operator=(evaluation_engine&&) noexcept = default;
+
+void evaluation_engine::attach(runner_context& ctx) {
+  ctx.pool = pool_.get();
+  ctx.health = health_.get();
 }
 
 verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
   auto t0 = steady::now();
   verdict v;
   v.device = settings_.device;
+  pool_refill_guard refill{*pool_}; // CPU: the next interpreters import between evaluations
   scratch_guard guard;
   guard.keep = settings_.keep_scratch;
   const auto& cfg = settings_.cfg;
   try {
     using vs = verdict_status;
+    if (auto problem = check_health(); !problem.empty()) {
+      v.status = vs::runtime_error;
+      v.reason = problem;
+      v.wall_ms = ms_since(t0);
+      return v;
+    }
     runner_context ctx{settings_, harness_path_, {}, {}, {}, runner_threads(cfg)};
+    attach(ctx);
     if (!map_device(settings_.device, ctx.visible_devices, ctx.runner_device))
       throw std::runtime_error("unknown device " + settings_.device);
     ctx.scratch = make_scratch(settings_.work_dir, counter_);
@@ -86,10 +127,23 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     write_file(task_path, task_source);
     write_file(candidate_path, job.code);
 
+    // The static scan reads the candidate's text before any of it runs (gpu/scan.hpp).
+    auto scan = scan_candidate(job.code);
+    v.notes = scan.notes;
+    if (!scan.rejections.empty()) {
+      for (size_t i = 1; i < scan.rejections.size(); ++i)
+        v.notes.push_back("also: " + scan.rejections[i].text());
+      v.status = vs::rejected;
+      v.reason = scan.rejections.front().text();
+      v.wall_ms = ms_since(t0);
+      return v;
+    }
+
     // Fresh inputs and weights per evaluation: a candidate cannot learn the inputs it will be
     // judged on. PIKE mode pins them to PIKE's constants instead.
     const bool pike = cfg.mode == "pike";
     uint64_t weight_seed = 1;
+    uint64_t recheck_seed = 1;
     std::vector<uint64_t> seeds;
     if (pike) {
       seeds = {0};
@@ -99,12 +153,12 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       weight_seed = rng() >> 1;
       for (int64_t i = 0; i < std::max<int64_t>(1, cfg.trials); ++i)
         seeds.push_back(rng() >> 1);
+      recheck_seed = rng() >> 1;
     }
     const double timeout_s = job.timeout_s > 0 ? job.timeout_s : cfg.timeout_s;
-    const auto ref_key =
-        std::to_string(std::hash<std::string>{}(task_source)) + "@" + settings_.device;
-    const auto cached = reference_times_.find(ref_key);
-    const bool time_reference = cached == reference_times_.end();
+    const auto ref_key = reference_key_for(task_source, "");
+    const auto cached = references_.find(ref_key);
+    const bool time_reference = !cached;
 
     runner_job ref_job;
     ref_job.mode = "reference";
@@ -116,7 +170,13 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     ref_job.time = time_reference;
     ref_job.threads = ctx.threads;
     ref_job.pike = pike;
+    ref_job.recheck = true;
+    ref_job.recheck_seed = recheck_seed;
+    ref_job.nonce = fresh_nonce();
+    clock_sampler ref_clocks{settings_.device};
     auto ref = run_runner(ctx, ref_job, timeout_s);
+    ref_clocks.stop();
+    references_timed_ += time_reference ? 1 : 0;
 
     auto fill_tails = [&v](const runner_report& r) {
       v.stdout_tail = tail_of_file(r.stdout_path, tail_bytes);
@@ -136,29 +196,62 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
                            + std::to_string(seeds.size());
     if (ref_failure.reason.empty() && time_reference && ref.samples_ms.empty())
       ref_failure.reason = "no timing samples";
+    if (ref_failure.reason.empty() && ref.nonce != ref_job.nonce)
+      ref_failure.reason = "result.json without this runner's nonce";
+    if (ref_failure.reason.empty() && !ref.have_recheck)
+      ref_failure.reason = "no re-check output";
     if (!ref_failure.reason.empty()) {
       fill_tails(ref);
       return finish(vs::runtime_error, "reference failed: " + ref_failure.reason);
     }
-    timing_stats reference_stats = time_reference ? summarize(ref.samples_ms) : cached->second;
+    timing_stats reference_stats =
+        time_reference ? with_clocks(summarize(ref.samples_ms), ref_clocks, ref.timing_wall_ms)
+                       : *cached;
     if (time_reference)
-      reference_times_[ref_key] = reference_stats;
+      references_.store(ref_key, reference_stats);
 
     // The reference's outputs leave the disk while the candidate runs, so the candidate cannot
     // read them or overwrite them; they come back for the comparison.
     std::vector<std::string> ref_outputs;
     for (size_t k = 0; k < seeds.size(); ++k)
-      ref_outputs.push_back(read_file(ref_job.dir + "/out_" + std::to_string(k) + ".pt"));
-    fs::remove_all(ref_job.dir);
+      ref_outputs.push_back(read_file(ref.dir + "/out_" + std::to_string(k) + ".pt"));
+    const std::string ref_recheck = read_file(ref.dir + "/out_recheck.pt");
+    // Exactly equal outputs for different inputs: the task does not depend on its inputs, so any
+    // constant passes it (PEERS (c) #10). The task is at fault; a note asks a human to look.
+    if (seeds.size() > 1) {
+      bool all_equal = true;
+      try {
+        for (size_t k = 1; k < seeds.size() && all_equal; ++k)
+          all_equal = compare_outputs(ref.dir + "/out_0.pt",
+                                      ref.dir + "/out_" + std::to_string(k) + ".pt", {0, 0})
+                          .ok;
+      } catch (const std::exception&) {
+        all_equal = false; // unreadable: the comparison below will say so
+      }
+      if (all_equal)
+        v.notes.push_back("check: the reference's output does not depend on its inputs (equal on "
+                          "every trial); the task cannot tell a constant from real work");
+    }
+    fs::remove_all(ref.dir);
 
     runner_job cand_job = ref_job;
     cand_job.mode = "candidate";
     cand_job.candidate_path = candidate_path;
     cand_job.dir = ctx.scratch + "/cand";
     cand_job.time = true;
+    cand_job.nonce = fresh_nonce();
+    clock_sampler cand_clocks{settings_.device};
     auto cand = run_runner(ctx, cand_job, timeout_s);
+    cand_clocks.stop();
     fill_tails(cand);
 
+    // Integrity first: a forged result.json or a rule the harness saw broken outranks how the
+    // process ended (the harness stops the candidate at the first violation).
+    if (cand.have_result && cand.nonce != cand_job.nonce)
+      return finish(vs::rejected, "result.json was not written by the harness (wrong nonce): the "
+                                  "candidate wrote its own");
+    if (cand.have_result && !cand.violations.empty())
+      return finish(vs::rejected, "candidate " + cand.violations.front());
     if (auto f = judge_process(cand, timeout_s); !f.reason.empty())
       return finish(f.status, f.reason);
     if (cand.trials.size() != seeds.size())
@@ -173,6 +266,19 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     for (const auto& t : cand.trials)
       if (t.inputs_mutated)
         return finish(vs::rejected, "candidate mutated its inputs");
+    // An output that shares storage with an input, where the reference's does not: the
+    // candidate hands back memory it was given instead of writing its own.
+    auto new_alias = [](const trial_record& c, const trial_record& r) -> int32_t {
+      for (int32_t i : c.aliases)
+        if (std::find(r.aliases.begin(), r.aliases.end(), i) == r.aliases.end())
+          return i;
+      return -1;
+    };
+    for (size_t k = 0; k < seeds.size(); ++k)
+      if (int32_t i = new_alias(cand.trials[k], ref.trials[k]); i >= 0)
+        return finish(vs::rejected, "candidate output " + std::to_string(i)
+                                        + " shares storage with an input (the reference's does "
+                                          "not)");
 
     // The comparison reads files in a folder made after the candidate is gone; file names are
     // the parent's, never taken from the runner's report.
@@ -182,7 +288,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     for (size_t k = 0; k < seeds.size(); ++k) {
       auto ref_file = cmp_dir + "/ref_" + std::to_string(k) + ".pt";
       write_file(ref_file, ref_outputs[k]);
-      auto cand_file = cand_job.dir + "/out_" + std::to_string(k) + ".pt";
+      auto cand_file = cand.dir + "/out_" + std::to_string(k) + ".pt";
       output_comparison trial;
       try {
         trial = compare_outputs(ref_file, cand_file, {cfg.atol, cfg.rtol});
@@ -199,6 +305,35 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     if (!cmp.ok)
       return finish(cmp.status, cmp.reason);
 
+    // The post-timing re-check (harness: fresh values written into the timed input tensors,
+    // one more call). Meaningless for a stateful task, whose answer depends on the number of
+    // calls the timing made.
+    if (ref.stateful) {
+      v.notes.push_back("post-timing re-check skipped: the reference's state changes between "
+                        "calls");
+    } else {
+      if (!cand.have_recheck || cand.recheck.seed != recheck_seed)
+        return finish(vs::rejected, "candidate runner skipped the post-timing re-check");
+      if (cand.recheck.inputs_mutated)
+        return finish(vs::rejected, "candidate mutated its inputs (post-timing re-check)");
+      if (int32_t i = new_alias(cand.recheck, ref.recheck); i >= 0)
+        return finish(vs::rejected, "candidate output " + std::to_string(i)
+                                        + " shares storage with an input (post-timing re-check)");
+      auto ref_file = cmp_dir + "/ref_recheck.pt";
+      write_file(ref_file, ref_recheck);
+      output_comparison again;
+      try {
+        again = compare_outputs(ref_file, cand.dir + "/out_recheck.pt", {cfg.atol, cfg.rtol});
+      } catch (const std::exception& e) {
+        return finish(vs::runtime_error, std::string{"cannot compare outputs: "} + e.what());
+      }
+      if (!again.ok)
+        return finish(vs::rejected,
+                      "result cached across calls (or another path once timed): after timing, "
+                      "fresh inputs written into the timed tensors got a wrong answer: "
+                          + again.reason);
+    }
+
     // Timing sanity: samples must be real durations, and a process cannot have spent more
     // time in calls than it lived (a patched clock or event would show up here).
     if (cand.samples_ms.empty())
@@ -211,12 +346,18 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
         || (cand.timing_wall_ms > 0 && in_process > cand.timing_wall_ms * 1.01 + 1.0))
       return finish(vs::rejected, "in-process timings exceed the wall clock");
 
-    v.candidate = summarize(cand.samples_ms);
+    v.candidate = with_clocks(summarize(cand.samples_ms), cand_clocks, cand.timing_wall_ms);
     v.reference = reference_stats;
     // PIKE reports do_bench's mean; kiln the median, which one slow call cannot move.
     const double ref_t = pike ? v.reference.mean_ms : v.reference.median_ms;
     const double cand_t = pike ? v.candidate.mean_ms : v.candidate.median_ms;
     v.speedup = cand_t > 0 ? ref_t / cand_t : 0;
+    if (v.speedup > suspicious_speedup) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "check: speedup above %.0fx (%.1fx); verify it is real",
+                    suspicious_speedup, v.speedup);
+      v.notes.push_back(buf);
+    }
     std::ostringstream why;
     why.precision(3);
     why << "correct on " << seeds.size() << " trials, " << v.candidate.median_ms << " ms vs "
@@ -240,8 +381,9 @@ runner_facts evaluation_engine::facts() {
   runner_facts out;
   out.device = settings_.device;
   out.python = settings_.python;
+  // Never kept, even with keep_scratch: it holds nothing about a candidate, and evaluate() may
+  // run it (for the reference cache's key) inside an evaluation someone is inspecting.
   scratch_guard guard;
-  guard.keep = settings_.keep_scratch;
   try {
     runner_context ctx{settings_, harness_path_, {}, {}, {}, runner_threads(settings_.cfg)};
     if (!map_device(settings_.device, ctx.visible_devices, ctx.runner_device))

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
 #include "config/config.hpp"
+#include "gpu/reference_cache.hpp"
 #include "messages/eval.hpp"
 
 namespace kiln {
@@ -18,14 +20,34 @@ struct eval_settings {
   std::string work_dir; ///< scratch space; one subfolder per evaluation, removed afterwards
   std::string device = "cpu";
   evaluator_config cfg; ///< timeouts, trials, tolerances, timing
+  /// The shared build cache (resolve_cache_dir in build_cache.hpp), given to every runner so a
+  /// candidate compiled ahead only loads; empty: none (torch builds in each runner).
+  std::string cache_dir;
   bool keep_scratch = false;
+};
+
+/// One timing of a task's reference by itself (`kiln baseline`).
+struct reference_timing {
+  bool ok = false;
+  bool available = true; ///< false: this mode cannot run here (no torch.compile); see reason
+  std::string reason;    ///< why not ok
+  timing_stats stats;
 };
 
 /// Runs the reference and the candidate in separate fresh processes, compares their outputs
 /// on `cfg.trials` input sets drawn from per-evaluation seeds, and times both the same way.
+class runner_pool;
+struct runner_context;
+struct device_health;
+
 class evaluation_engine {
 public:
+  /// Starts the device's runner pool (`[evaluator] pool_size` warm interpreters).
   explicit evaluation_engine(eval_settings settings);
+  /// Kills the idle runners of the pool.
+  ~evaluation_engine();
+  evaluation_engine(evaluation_engine&&) noexcept;
+  evaluation_engine& operator=(evaluation_engine&&) noexcept;
 
   /// Judges one candidate; `seed` is the evaluation's seed from which trial seeds are drawn.
   /// Never throws: every failure becomes a verdict.
@@ -35,18 +57,45 @@ public:
   /// fresh runner; `seed` draws the weights and inputs. Never throws (gpu/retime.cpp).
   retime_result retime(const retime_job& job, uint64_t seed);
 
+  /// Times the task's reference alone with the evaluations' routine, under torch.compile when
+  /// `compile_mode` is set (`default`, `max-autotune`); eager timings also go to the reference
+  /// cache. Never throws (gpu/baseline.cpp).
+  reference_timing time_reference(const task_spec& task, const std::string& compile_mode);
+
   /// What the runners of this device have (runs the harness once, then cached).
   runner_facts facts();
 
+  /// How many reference runners this engine asked to time (the rest came from the cache).
+  int64_t references_timed() const { return references_timed_; }
+
   const eval_settings& settings() const { return settings_; }
 
+  /// False once a health check failed (gpu/health.cpp); evaluate() then refuses to start
+  /// runners and answers runtime_error "device <d> is unhealthy: <why>".
+  bool healthy() const;
+  std::string health_problem() const;
+  /// Runs the health job if a runner ended badly since the last check; returns the problem
+  /// ("device cuda:0 is unhealthy: ...") or empty when the device is fine.
+  std::string check_health();
+
+  /// Lets `ctx` take runners from this engine's pool and report bad endings to its health.
+  void attach(runner_context& ctx);
+  runner_pool& pool() { return *pool_; }
+
 private:
+  std::unique_ptr<runner_pool> pool_;
+  std::unique_ptr<device_health> health_;
+
   eval_settings settings_;
   std::string harness_path_;
   bool have_facts_ = false;
   runner_facts facts_;
-  /// Reference timings per task source hash: the reference is timed once per device.
-  std::map<std::string, timing_stats> reference_times_;
+  /// The key under which the reference timing of `task_source` is cached (runs facts()).
+  reference_key reference_key_for(const std::string& task_source, const std::string& compile_mode);
+
+  /// Reference timings: memory, then `<cache_dir>/reference/` (gpu/reference_cache.hpp).
+  reference_cache references_;
+  int64_t references_timed_ = 0;
   uint64_t counter_ = 0;
 };
 

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
 
 #include <unistd.h>
 
@@ -45,7 +46,9 @@ void install_file(const fs::path& path, std::string_view source) {
   }
   // Write a private temporary and rename it over the target, so that a runner starting in
   // another process never reads a half-written harness.
-  auto tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  // pid and thread: engines of one process may install into one folder at once.
+  auto tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "."
+             + std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   {
     std::ofstream out{tmp, std::ios::binary | std::ios::trunc};
     out.write(source.data(), static_cast<std::streamsize>(source.size()));

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -20,20 +21,33 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <utility>
+
+#include "gpu/sandbox.hpp"
 
 // How a child runs (see process.hpp for the contract):
 //
-//   parent: resolve argv[0] on PATH, open the files, build argv/envp arrays   (may allocate)
-//   fork (glibc's _Fork where available)
-//   child:  signals to default, setpgid, PDEATHSIG, stdio, chdir, rlimits,
-//           close every other fd, execve                    (async-signal-safe calls only)
+//   parent: resolve argv[0] on PATH, open the files, build argv/envp arrays,
+//           prepare the sandbox (Landlock ruleset, limits)            (may allocate)
+//   fork (glibc's _Fork), or clone(CLONE_NEWPID | CLONE_NEWNET) for a sandboxed child
+//   child:  signals to default, setpgid, PDEATHSIG, rlimits, sandbox,
+//           [new PID namespace: this process stays as init and forks the program]
+//           stdio, chdir, close every other fd, execve     (async-signal-safe calls only)
 //           on failure: write {stage, errno} to a CLOEXEC pipe and _exit
+//   init:   reaps everything until the program exits, writes its status to a second pipe
+//           and exits; the kernel then kills whatever else is left in the namespace
 //   parent: read the pipe: EOF means execve succeeded, a record means it failed;
 //           wait on a pidfd (or poll waitid) until exit or timeout;
 //           timeout: SIGTERM to the group, grace, then SIGKILL to the group;
 //           always SIGKILL the group before reaping the leader, then wait for stragglers.
 //
-// Everything lives on the caller's stack, so concurrent calls from several threads are safe.
+// Why an init of our own: the init of a PID namespace ignores every signal it has no handler
+// for, even SIGSEGV it sends itself and SIGTERM from the parent. Python as init would survive
+// `os.kill(os.getpid(), SIGSEGV)` and a timeout's SIGTERM; as the init's child it dies of them
+// as anywhere else, and the init passes the status on.
+//
+// Everything lives on the caller's stack or in the child_process, so concurrent starts from
+// several threads are safe.
 
 namespace kiln {
 
@@ -124,17 +138,21 @@ std::optional<std::string> resolve_program(const std::string& name, std::string&
   return std::nullopt;
 }
 
-/// The steps of the child before execve; one of them travels back through the report pipe.
+/// The steps of the child before execve; one of them travels back through the report pipe
+/// (sandbox_stage values above 20 too).
 enum class child_stage : int {
   process_group = 1,
   stdio,
   chdir,
   limits,
   exec,
+  fork,
 };
 
-const char* describe(child_stage stage) {
-  switch (stage) {
+std::string describe_stage(int stage) {
+  if (stage >= static_cast<int>(sandbox_stage::oom_score))
+    return describe(static_cast<sandbox_stage>(stage));
+  switch (static_cast<child_stage>(stage)) {
     case child_stage::process_group:
       return "setpgid";
     case child_stage::stdio:
@@ -145,6 +163,8 @@ const char* describe(child_stage stage) {
       return "setrlimit";
     case child_stage::exec:
       return "execve";
+    case child_stage::fork:
+      return "fork in the new PID namespace";
   }
   return "starting";
 }
@@ -152,6 +172,12 @@ const char* describe(child_stage stage) {
 struct child_report {
   int stage = 0;
   int error = 0;
+};
+
+/// How the program ended, as the init of its PID namespace saw it.
+struct init_status {
+  int exited = 0; ///< 1: `code` is the exit code; 0: `code` is the signal
+  int code = 0;
 };
 
 /// Everything the child needs, prepared before fork: after fork only async-signal-safe calls
@@ -166,16 +192,24 @@ struct child_plan {
   int err_fd = -1;
   int report_fd = -1;
   pid_t parent = 0;
+  int parent_pidfd = -1; ///< to see whether the parent died before PDEATHSIG was armed
   bool limit_memory = false;
   struct rlimit memory {};
   int max_fd = 1024;
+  const sandbox_plan* sandbox = nullptr;
+  bool init = false;  ///< stay as init of the new PID namespace and fork the program
+  int status_fd = -1; ///< init: where the program's status goes
 };
 
-[[noreturn]] void child_fail(const child_plan& plan, child_stage stage) {
-  child_report report{static_cast<int>(stage), errno};
+[[noreturn]] void child_fail(const child_plan& plan, int stage, int error) {
+  child_report report{stage, error};
   ssize_t ignored = ::write(plan.report_fd, &report, sizeof report);
   (void)ignored;
   ::_exit(127);
+}
+
+[[noreturn]] void child_fail(const child_plan& plan, child_stage stage) {
+  child_fail(plan, static_cast<int>(stage), errno);
 }
 
 void close_range_from(unsigned first, unsigned last, int max_fd) {
@@ -188,6 +222,79 @@ void close_range_from(unsigned first, unsigned last, int max_fd) {
   // Kernels before 5.9: close one by one up to the limit measured before fork.
   for (unsigned fd = first; fd <= last && fd < static_cast<unsigned>(max_fd); ++fd)
     ::close(static_cast<int>(fd));
+}
+
+/// Closes every descriptor but `keep`.
+void close_all_but(int keep, int max_fd) {
+  auto k = static_cast<unsigned>(keep);
+  if (k > 0)
+    close_range_from(0, k - 1, max_fd);
+  close_range_from(k + 1, ~0U, max_fd);
+}
+
+/// A new process sharing nothing but what fork shares, skipping the atfork handlers. Used
+/// where glibc's fork would be wrong: with namespace flags, and inside the init.
+pid_t raw_clone(int flags) {
+  return static_cast<pid_t>(::syscall(SYS_clone, static_cast<unsigned long>(flags | SIGCHLD),
+                                      nullptr, nullptr, nullptr, nullptr));
+}
+
+[[noreturn]] void exec_program(const child_plan& plan) {
+  if (::dup2(plan.in_fd, 0) < 0 || ::dup2(plan.out_fd, 1) < 0 || ::dup2(plan.err_fd, 2) < 0)
+    child_fail(plan, child_stage::stdio);
+  if (plan.cwd != nullptr && ::chdir(plan.cwd) != 0)
+    child_fail(plan, child_stage::chdir);
+  // Descriptors inherited from other threads of the daemon (sockets, other children's pipes)
+  // and the init's status pipe must not leak; only the report pipe stays until execve closes
+  // it (CLOEXEC).
+  auto report = static_cast<unsigned>(plan.report_fd);
+  close_range_from(3, report - 1, plan.max_fd);
+  close_range_from(report + 1, ~0U, plan.max_fd);
+  ::execve(plan.path, plan.argv, plan.envp);
+  child_fail(plan, child_stage::exec);
+}
+
+[[noreturn]] void run_init(const child_plan& plan) {
+  pid_t program = raw_clone(0);
+  if (program < 0)
+    child_fail(plan, child_stage::fork);
+  if (program == 0)
+    exec_program(plan);
+  // Only the status pipe stays: the report pipe must reach EOF when the program's execve
+  // closes the last copy, and the stdio files are the program's.
+  close_all_but(plan.status_fd, plan.max_fd);
+  int status = 0;
+  for (;;) {
+    int st = 0;
+    pid_t done = ::waitpid(-1, &st, 0);
+    if (done == program) {
+      status = st;
+      break;
+    }
+    if (done < 0 && errno != EINTR)
+      ::_exit(127); // cannot happen: the program is our child until we reap it
+    // an orphan re-parented to us: reaped, nothing else to do
+  }
+  init_status out;
+  if (WIFEXITED(status)) {
+    out.exited = 1;
+    out.code = WEXITSTATUS(status);
+  } else {
+    out.code = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+  }
+  ssize_t ignored = ::write(plan.status_fd, &out, sizeof out);
+  (void)ignored;
+  ::_exit(out.exited ? out.code : 128 + out.code);
+}
+
+bool parent_gone(const child_plan& plan) {
+  if (!plan.init)
+    return ::getppid() != plan.parent;
+  // In a new PID namespace getppid() is 0; the parent's pidfd turns readable when it exits.
+  if (plan.parent_pidfd < 0)
+    return false;
+  pollfd pfd{plan.parent_pidfd, POLLIN, 0};
+  return ::poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN) != 0;
 }
 
 [[noreturn]] void child_main(const child_plan& plan) {
@@ -204,31 +311,27 @@ void close_range_from(unsigned first, unsigned last, int max_fd) {
 
   if (::setpgid(0, 0) != 0)
     child_fail(plan, child_stage::process_group);
-  // Dies with the thread that forked it; run_process blocks that thread until the child is
-  // gone, so this means "dies with the daemon". If the parent died before prctl, nobody would
-  // send the signal: check right after.
+  // Dies with the thread that forked it: callers fork from threads that live as long as the
+  // children they own (run_process blocks its thread; the runner pool belongs to the engine's
+  // thread). If the parent died before prctl, nobody would send the signal: check right after.
+  // As init of a PID namespace, its death takes every process of the namespace with it.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != plan.parent)
+  if (parent_gone(plan))
     ::_exit(127);
 
-  if (::dup2(plan.in_fd, 0) < 0 || ::dup2(plan.out_fd, 1) < 0 || ::dup2(plan.err_fd, 2) < 0)
-    child_fail(plan, child_stage::stdio);
-  if (plan.cwd != nullptr && ::chdir(plan.cwd) != 0)
-    child_fail(plan, child_stage::chdir);
   struct rlimit no_core {};
   if (::setrlimit(RLIMIT_CORE, &no_core) != 0)
     child_fail(plan, child_stage::limits);
   if (plan.limit_memory && ::setrlimit(RLIMIT_AS, &plan.memory) != 0)
     child_fail(plan, child_stage::limits);
-
-  // Descriptors inherited from other threads of the daemon (sockets, other children's pipes)
-  // must not leak; only the report pipe stays until execve closes it (CLOEXEC).
-  auto report = static_cast<unsigned>(plan.report_fd);
-  close_range_from(3, report - 1, plan.max_fd);
-  close_range_from(report + 1, ~0U, plan.max_fd);
-
-  ::execve(plan.path, plan.argv, plan.envp);
-  child_fail(plan, child_stage::exec);
+  if (plan.sandbox != nullptr) {
+    sandbox_stage stage = sandbox_stage::oom_score;
+    if (int err = apply_sandbox(*plan.sandbox, stage); err != 0)
+      child_fail(plan, static_cast<int>(stage), err);
+  }
+  if (plan.init)
+    run_init(plan);
+  exec_program(plan);
 }
 
 /// Waits until the leader has exited, without reaping it (so its pid, which is also the group
@@ -325,22 +428,112 @@ clock_type::time_point after(clock_type::time_point start, double seconds) {
 
 } // namespace
 
-process_result run_process(const process_options& opts) {
-  process_result res;
-  auto start = clock_type::now();
-  auto finish = [&]() -> process_result {
-    res.wall_ms = std::chrono::duration<double, std::milli>(clock_type::now() - start).count();
-    return res;
-  };
+child_process::~child_process() {
+  if (running())
+    kill();
+  if (status_fd_ >= 0)
+    ::close(status_fd_);
+}
 
+child_process::child_process(child_process&& other) noexcept {
+  *this = std::move(other);
+}
+
+child_process& child_process::operator=(child_process&& other) noexcept {
+  if (this == &other)
+    return *this;
+  if (running())
+    kill();
+  if (status_fd_ >= 0)
+    ::close(status_fd_);
+  pid_ = std::exchange(other.pid_, -1);
+  pidfd_ = std::exchange(other.pidfd_, -1);
+  status_fd_ = std::exchange(other.status_fd_, -1);
+  error_ = std::move(other.error_);
+  return *this;
+}
+
+bool child_process::alive() const {
+  if (!running())
+    return false;
+  siginfo_t info{};
+  int rc = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT);
+  return rc == 0 && info.si_pid != pid_;
+}
+
+process_result child_process::wait(double timeout_s, double kill_grace_s) {
+  auto start = clock_type::now();
+  if (!running()) {
+    process_result res;
+    res.error = error_.empty() ? "no process to wait for" : error_;
+    return res;
+  }
+  std::optional<clock_type::time_point> deadline;
+  if (timeout_s > 0)
+    deadline = after(start, timeout_s);
+  bool timed_out = false;
+  if (!wait_exited(pid_, pidfd_, deadline)) {
+    timed_out = true;
+    ::kill(-pid_, SIGTERM);
+    wait_exited(pid_, pidfd_, after(clock_type::now(), kill_grace_s));
+  }
+  return finish(timed_out, start);
+}
+
+process_result child_process::kill() {
+  return finish(false, clock_type::now());
+}
+
+process_result child_process::finish(bool timed_out, clock_type::time_point since) {
+  process_result res;
+  res.started = true;
+  res.timed_out = timed_out;
+  // Whether the leader exited by itself or not, nothing of its group may outlive the call. The
+  // leader is still unreaped here, which keeps the group id from being reused by someone else.
+  ::kill(-pid_, SIGKILL);
+  int status = 0;
+  pid_t reaped;
+  while ((reaped = ::waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
+  }
+  if (reaped == pid_) {
+    if (WIFEXITED(status))
+      res.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+      res.signal = WTERMSIG(status);
+  } else {
+    res.error = "exit status lost: " + errno_text(errno);
+  }
+  // The init's own status is 128 + signal at best; its report says what the program did. No
+  // report means the init itself was killed (timeout, daemon), and its status is the truth.
+  if (status_fd_ >= 0) {
+    init_status st;
+    if (::read(status_fd_, &st, sizeof st) == static_cast<ssize_t>(sizeof st)) {
+      res.exit_code = st.exited ? st.code : -1;
+      res.signal = st.exited ? 0 : st.code;
+    }
+    ::close(status_fd_);
+    status_fd_ = -1;
+  }
+  wait_group_gone(pid_);
+  if (pidfd_ >= 0)
+    ::close(pidfd_);
+  pidfd_ = -1;
+  pid_ = -1;
+  res.wall_ms = std::chrono::duration<double, std::milli>(clock_type::now() - since).count();
+  return res;
+}
+
+child_process start_process(const process_options& opts) {
+  child_process child;
+  std::string& error = child.error_;
   if (opts.argv.empty()) {
-    res.error = "cannot start a process without argv";
-    return finish();
+    error = "cannot start a process without argv";
+    return child;
   }
   const std::string& name = opts.argv.front();
-  auto path = resolve_program(name, res.error);
+  auto path = resolve_program(name, error);
   if (!path)
-    return finish();
+    return child;
 
   std::vector<char*> argv;
   argv.reserve(opts.argv.size() + 1);
@@ -353,39 +546,66 @@ process_result run_process(const process_options& opts) {
     envp.push_back(const_cast<char*>(var.c_str()));
   envp.push_back(nullptr);
 
+  sandbox_plan sandbox;
+  if (opts.sandbox != nullptr && !prepare_sandbox(*opts.sandbox, sandbox, error)) {
+    error = "cannot start '" + name + "': " + error;
+    return child;
+  }
+
   auto open_output = [&](const std::string& file, const char* what, unique_fd& fd) {
     fd = file.empty() ? open_high("/dev/null", O_WRONLY)
                       : open_high(file, O_WRONLY | O_CREAT | O_TRUNC);
     if (fd.get() < 0)
-      res.error = "cannot open " + std::string(what) + " file '" + file + "': " + errno_text(errno);
+      error = "cannot open " + std::string(what) + " file '" + file + "': " + errno_text(errno);
     return fd.get() >= 0;
   };
-  unique_fd in_fd = open_high("/dev/null", O_RDONLY);
+  unique_fd in_fd = opts.stdin_fd >= 0 ? unique_fd(::fcntl(opts.stdin_fd, F_DUPFD_CLOEXEC, 3))
+                                       : open_high("/dev/null", O_RDONLY);
   if (in_fd.get() < 0) {
-    res.error = "cannot open /dev/null: " + errno_text(errno);
-    return finish();
+    error = "cannot open stdin: " + errno_text(errno);
+    return child;
   }
   unique_fd out_fd;
   unique_fd err_fd;
   if (!open_output(opts.stdout_path, "stdout", out_fd))
-    return finish();
+    return child;
   // One file for both streams: share the descriptor, or the two truncated opens would
   // overwrite each other from offset 0.
   bool shared_output = !opts.stdout_path.empty() && opts.stderr_path == opts.stdout_path;
   if (!shared_output && !open_output(opts.stderr_path, "stderr", err_fd))
-    return finish();
+    return child;
 
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
-    res.error = "cannot start '" + name + "': pipe: " + errno_text(errno);
-    return finish();
+  auto make_pipe = [&](unique_fd& read_end, unique_fd& write_end) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      error = "cannot start '" + name + "': pipe: " + errno_text(errno);
+      return false;
+    }
+    read_end.reset(raise_fd(fds[0]));
+    write_end.reset(raise_fd(fds[1]));
+    if (read_end.get() < 0 || write_end.get() < 0) {
+      error = "cannot start '" + name + "': pipe: " + errno_text(errno);
+      return false;
+    }
+    return true;
+  };
+  unique_fd report_read;
+  unique_fd report_write;
+  if (!make_pipe(report_read, report_write))
+    return child;
+  const bool init = sandbox.new_pid_namespace();
+  unique_fd status_read;
+  unique_fd status_write;
+  if (init) {
+    if (!make_pipe(status_read, status_write))
+      return child;
+    ::fcntl(status_read.get(), F_SETFL, O_NONBLOCK);
   }
-  unique_fd report_read(raise_fd(pipe_fds[0]));
-  unique_fd report_write(raise_fd(pipe_fds[1]));
-  if (report_read.get() < 0 || report_write.get() < 0) {
-    res.error = "cannot start '" + name + "': pipe: " + errno_text(errno);
-    return finish();
-  }
+  unique_fd parent_pidfd;
+#ifdef SYS_pidfd_open
+  if (init)
+    parent_pidfd.reset(raise_fd(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0))));
+#endif
 
   child_plan plan;
   plan.path = path->c_str();
@@ -397,6 +617,7 @@ process_result run_process(const process_options& opts) {
   plan.err_fd = shared_output ? out_fd.get() : err_fd.get();
   plan.report_fd = report_write.get();
   plan.parent = ::getpid();
+  plan.parent_pidfd = parent_pidfd.get();
   if (opts.memory_limit_bytes > 0) {
     struct rlimit current {};
     ::getrlimit(RLIMIT_AS, &current);
@@ -408,23 +629,34 @@ process_result run_process(const process_options& opts) {
   }
   long open_max = ::sysconf(_SC_OPEN_MAX);
   plan.max_fd = static_cast<int>(std::clamp<long>(open_max, 1024, 65536));
+  if (opts.sandbox != nullptr)
+    plan.sandbox = &sandbox;
+  plan.init = init;
+  plan.status_fd = status_write.get();
 
-  // glibc's _Fork skips the atfork handlers, which libraries of the daemon install (OpenBLAS
-  // shuts its thread pool down in one) and which are not async-signal-safe; the child only
-  // makes system calls before execve, so it needs none of them.
+  pid_t pid = -1;
+  if (sandbox.clone_flags != 0) {
+    pid = raw_clone(sandbox.clone_flags);
+  } else {
+    // glibc's _Fork skips the atfork handlers, which libraries of the daemon install (OpenBLAS
+    // shuts its thread pool down in one) and which are not async-signal-safe; the child only
+    // makes system calls before execve, so it needs none of them.
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-  pid_t pid = ::_Fork();
+    pid = ::_Fork();
 #else
-  pid_t pid = ::fork();
+    pid = ::fork();
 #endif
+  }
   if (pid < 0) {
-    res.error = "cannot start '" + name + "': fork: " + errno_text(errno);
-    return finish();
+    error = "cannot start '" + name + "': " + (sandbox.clone_flags ? "clone: " : "fork: ")
+            + errno_text(errno);
+    return child;
   }
   if (pid == 0)
     child_main(plan);
 
   report_write.reset();
+  status_write.reset();
   child_report report;
   size_t got = 0;
   while (got < sizeof report) {
@@ -440,47 +672,41 @@ process_result run_process(const process_options& opts) {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    res.error = "cannot start '" + name + "'";
+    error = "cannot start '" + name + "'";
     if (*path != name)
-      res.error += " (" + *path + ")";
-    res.error += ": " + std::string(describe(static_cast<child_stage>(report.stage)));
+      error += " (" + *path + ")";
+    error += ": " + describe_stage(report.stage);
     if (report.stage == static_cast<int>(child_stage::chdir))
-      res.error += " '" + opts.cwd + "'";
-    res.error += ": " + errno_text(report.error);
-    return finish();
+      error += " '" + opts.cwd + "'";
+    error += ": " + errno_text(report.error);
+    return child;
   }
-  res.started = true;
 
   // execve succeeded, so the child is its own group leader by now: the group id is its pid.
-  unique_fd pidfd;
+  child.pid_ = pid;
+  child.status_fd_ = status_read.release();
 #ifdef SYS_pidfd_open
-  pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  child.pidfd_ = raise_fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
 #endif
-  std::optional<clock_type::time_point> deadline;
-  if (opts.timeout_s > 0)
-    deadline = after(start, opts.timeout_s);
-  if (!wait_exited(pid, pidfd.get(), deadline)) {
-    res.timed_out = true;
-    ::kill(-pid, SIGTERM);
-    wait_exited(pid, pidfd.get(), after(clock_type::now(), opts.kill_grace_s));
-  }
-  // Whether the leader exited by itself or not, nothing of its group may outlive the call. The
-  // leader is still unreaped here, which keeps the group id from being reused by someone else.
-  ::kill(-pid, SIGKILL);
-  int status = 0;
-  pid_t reaped;
-  while ((reaped = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
-  }
-  if (reaped == pid) {
-    if (WIFEXITED(status))
-      res.exit_code = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status))
-      res.signal = WTERMSIG(status);
+  return child;
+}
+
+process_result run_process(const process_options& opts) {
+  auto start = clock_type::now();
+  child_process child = start_process(opts);
+  process_result res;
+  if (!child.running()) {
+    res.error = child.error();
   } else {
-    res.error = "exit status lost: " + errno_text(errno);
+    // The timeout counts from the call, as it always did, not from the end of the start.
+    double left = 0;
+    if (opts.timeout_s > 0)
+      left = std::max(1e-3, opts.timeout_s
+                                - std::chrono::duration<double>(clock_type::now() - start).count());
+    res = child.wait(left, opts.kill_grace_s);
   }
-  wait_group_gone(pid);
-  return finish();
+  res.wall_ms = std::chrono::duration<double, std::milli>(clock_type::now() - start).count();
+  return res;
 }
 
 std::vector<std::string> find_on_path(const std::string& name) {

@@ -69,8 +69,14 @@ std::string job_json(const runner_job& j, const evaluator_config& cfg) {
     << ", \"timing\": {\"warmup_calls\": " << cfg.warmup_calls
     << ", \"min_samples\": " << cfg.min_samples << ", \"max_samples\": " << cfg.max_samples
     << ", \"max_seconds\": " << cfg.max_timing_s << ", \"target_ci\": " << cfg.target_ci
-    << "}, \"threads\": " << j.threads << ", \"pike_mode\": " << (j.pike ? "true" : "false")
-    << "}\n";
+    << ", \"buffer_sets\": " << j.buffer_sets << ", \"pike_rep_ms\": " << j.pike_rep_ms
+    << ", \"pike_warmup_ms\": " << j.pike_warmup_ms << "}, \"threads\": " << j.threads
+    << ", \"pike_mode\": " << (j.pike ? "true" : "false")
+    << ", \"compile_mode\": " << json_quote(j.compile_mode)
+    << ", \"cache_dir\": " << json_quote(j.cache_dir)
+    << ", \"arch_list\": " << json_quote(j.arch_list) << ", \"pch_key\": " << json_quote(j.pch_key)
+    << ", \"recheck_seed\": " << (j.recheck ? std::to_string(j.recheck_seed) : std::string{"null"})
+    << ", \"nonce\": " << json_quote(j.nonce) << "}\n";
   return o.str();
 }
 
@@ -141,17 +147,63 @@ void parse_result(const std::string& path, runner_report& r) {
   simdjson::dom::element facts;
   if (!doc["facts"].get(facts))
     parse_facts(facts, r.facts);
-  simdjson::dom::array trials;
-  if (!doc["trials"].get(trials)) {
-    for (auto t : trials) {
-      trial_record rec;
-      uint64_t seed = 0;
-      if (!t["seed"].get(seed))
-        rec.seed = seed;
-      rec.inputs_mutated = get_bool(t, "inputs_mutated");
-      r.trials.push_back(rec);
+  simdjson::dom::element info;
+  if (!doc["timing_info"].get(info)) {
+    r.buffer_sets = static_cast<int32_t>(get_number(info, "buffer_sets"));
+    r.pike_estimate_ms = get_number(info, "pike_estimate_ms");
+    r.pike_n_warmup = static_cast<int64_t>(get_number(info, "pike_n_warmup"));
+    r.pike_n_repeat = static_cast<int64_t>(get_number(info, "pike_n_repeat"));
+  }
+  simdjson::dom::array builds;
+  if (!doc["builds"].get(builds)) {
+    for (auto b : builds) {
+      build_record rec;
+      rec.kind = get_string(b, "kind");
+      rec.name = get_string(b, "name");
+      rec.key = get_string(b, "key");
+      rec.hit = get_bool(b, "hit");
+      rec.seconds = get_number(b, "seconds");
+      rec.pch = get_bool(b, "pch");
+      rec.pch_key = get_string(b, "pch_key");
+      rec.error = get_string(b, "error");
+      rec.error_line = get_string(b, "error_line");
+      r.builds.push_back(std::move(rec));
     }
   }
+  auto read_trial = [](simdjson::dom::element t) {
+    trial_record rec;
+    uint64_t seed = 0;
+    if (!t["seed"].get(seed))
+      rec.seed = seed;
+    rec.inputs_mutated = get_bool(t, "inputs_mutated");
+    simdjson::dom::array aliases;
+    if (!t["aliases"].get(aliases))
+      for (auto a : aliases) {
+        int64_t i = 0;
+        if (!a.get(i))
+          rec.aliases.push_back(static_cast<int32_t>(i));
+      }
+    return rec;
+  };
+  simdjson::dom::array trials;
+  if (!doc["trials"].get(trials)) {
+    for (auto t : trials)
+      r.trials.push_back(read_trial(t));
+  }
+  simdjson::dom::element recheck;
+  if (!doc["recheck"].get(recheck) && recheck.is_object()) {
+    r.have_recheck = true;
+    r.recheck = read_trial(recheck);
+  }
+  simdjson::dom::array violations;
+  if (!doc["violations"].get(violations))
+    for (auto v : violations) {
+      std::string_view text;
+      if (!v.get(text))
+        r.violations.emplace_back(text);
+    }
+  r.stateful = get_bool(doc, "stateful");
+  r.nonce = get_string(doc, "nonce");
   simdjson::dom::array samples;
   if (!doc["samples_ms"].get(samples)) {
     for (auto s : samples) {
@@ -255,27 +307,139 @@ runner_failure judge_process(const runner_report& r, double timeout_s) {
 
 runner_report run_runner(const runner_context& ctx, const runner_job& job, double timeout_s) {
   runner_report r;
-  fs::create_directories(job.dir);
-  auto job_path = job.dir + "/job.json";
-  write_file(job_path, job_json(job, ctx.settings.cfg));
-  // The harness is re-checked before every start: an earlier candidate may have rewritten it.
+  // The harness is re-checked before every start: an earlier candidate may have rewritten it
+  // (without Landlock nothing stops it).
   install_harness(ctx.settings.work_dir);
-  process_options opts;
-  opts.argv = {ctx.settings.python, "-I", "-B", ctx.harness_path, job_path};
-  opts.env = runner_env(ctx.settings.python, ctx.scratch, ctx.settings.work_dir,
-                        ctx.visible_devices, ctx.threads);
-  opts.cwd = job.dir;
-  r.stdout_path = job.dir + "/stdout.txt";
-  r.stderr_path = job.dir + "/stderr.txt";
-  opts.stdout_path = r.stdout_path;
-  opts.stderr_path = r.stderr_path;
-  opts.timeout_s = timeout_s;
-  spdlog::debug("evaluator {}: {} runner in {}", ctx.settings.device, job.mode, job.dir);
-  r.proc = run_process(opts);
+  // Every runner shares the build cache, so a candidate compiled ahead only loads.
+  auto shared = job;
+  if (shared.cache_dir.empty())
+    shared.cache_dir = ctx.settings.cache_dir;
+  if (ctx.pool != nullptr) {
+    std::string error;
+    auto runner = ctx.pool->take(error);
+    if (!runner) {
+      r.proc.error = error;
+      return r;
+    }
+    // The runner was started before the job existed, so the job's files live in its folder.
+    r.dir = runner->dir();
+    runner->keep_dir();
+    auto guard = std::make_shared<scratch_guard>();
+    guard->dir = r.dir;
+    guard->keep = ctx.settings.keep_scratch;
+    r.dir_guard = std::move(guard);
+    shared.dir = r.dir;
+    auto job_path = r.dir + "/job.json";
+    write_file(job_path, job_json(shared, ctx.settings.cfg));
+    r.stdout_path = runner->stdout_path();
+    r.stderr_path = runner->stderr_path();
+    spdlog::debug("evaluator {}: {} runner {} ({}) in {}", ctx.settings.device, job.mode,
+                  runner->pid(), runner->warm() ? "warm" : "cold", r.dir);
+    r.proc = runner->run(job_path, timeout_s);
+  } else {
+    r.dir = job.dir;
+    fs::create_directories(job.dir);
+    auto job_path = job.dir + "/job.json";
+    write_file(job_path, job_json(shared, ctx.settings.cfg));
+    auto policy = runner_sandbox(ctx.settings);
+    policy.writable_dirs.push_back(job.dir);
+    if (!ctx.scratch.empty())
+      policy.writable_dirs.push_back(ctx.scratch); // HOME and TMPDIR of a cold runner
+    process_options opts;
+    opts.argv = {ctx.settings.python, "-I", "-B", ctx.harness_path, job_path};
+    opts.env = runner_env(ctx.settings.python, ctx.scratch, ctx.settings.work_dir,
+                          ctx.visible_devices, ctx.threads);
+    opts.cwd = job.dir;
+    r.stdout_path = job.dir + "/stdout.txt";
+    r.stderr_path = job.dir + "/stderr.txt";
+    opts.stdout_path = r.stdout_path;
+    opts.stderr_path = r.stderr_path;
+    opts.timeout_s = timeout_s;
+    opts.sandbox = &policy;
+    spdlog::debug("evaluator {}: {} runner in {}", ctx.settings.device, job.mode, job.dir);
+    r.proc = run_process(opts);
+  }
   // After a timeout there is normally no result; one written before a hang at exit counts.
   if (r.proc.started)
-    parse_result(job.dir + "/result.json", r);
+    parse_result(r.dir + "/result.json", r);
+  if (ctx.health != nullptr && job.mode != "health") {
+    if (auto why = runner_suspicion(r, ctx.settings.device != "cpu"); !why.empty()) {
+      ctx.health->suspect = true;
+      ctx.health->suspect_reason = "a " + job.mode + " runner " + why;
+    }
+  }
   return r;
+}
+
+std::string runner_suspicion(const runner_report& r, bool cuda) {
+  if (!r.proc.started)
+    return {};
+  if (r.proc.timed_out)
+    return "timed out";
+  if (r.proc.signal != 0)
+    return "was killed by " + signal_text(r.proc.signal);
+  if (!cuda)
+    return {};
+  // A sticky error poisons the CUDA context of the process that hit it; whether the device
+  // itself survived only a fresh process can tell.
+  auto text = r.error + "\n" + tail_of_file(r.stderr_path, tail_bytes);
+  for (const char* sign : {"illegal memory access", "illegal instruction", "misaligned address",
+                           "unspecified launch failure", "device-side assert", "CUDA error",
+                           "uncorrectable ECC", "CUDA driver error"})
+    if (text.find(sign) != std::string::npos)
+      return std::string{"reported a CUDA error ("} + sign + ")";
+  return {};
+}
+
+sandbox_policy runner_sandbox(const eval_settings& settings) {
+  sandbox_policy p;
+  p.mode = parse_sandbox_mode(settings.cfg.sandbox);
+  // TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR live there (runner_env); made here because a
+  // sandboxed runner could not create it in the read-only work_dir.
+  std::error_code ec;
+  fs::create_directories(settings.work_dir + "/cache", ec);
+  p.writable_dirs.push_back(settings.work_dir + "/cache");
+  // The build cache's working folders, not its root: `<cache>/reference` holds the reference
+  // timings, which a candidate must not be able to rewrite.
+  if (!settings.cache_dir.empty())
+    for (const char* sub : {"ext", "pch", "triton", "inductor", "locks", "tmp"})
+      if (auto dir = settings.cache_dir + "/" + sub; fs::is_directory(dir))
+        p.writable_dirs.push_back(dir);
+  if (settings.device == "cpu") {
+    double gb = settings.cfg.memory_limit_gb;
+    if (gb > 0) {
+      p.memory_limit_bytes = static_cast<long>(gb * 1024 * 1024 * 1024);
+    } else {
+      long pages = ::sysconf(_SC_PHYS_PAGES);
+      long page = ::sysconf(_SC_PAGE_SIZE);
+      if (pages > 0 && page > 0)
+        p.memory_limit_bytes = pages / 4 * 3 * page;
+    }
+  }
+  return p;
+}
+
+runner_launch runner_pool_launch(const eval_settings& settings, const std::string& harness_path) {
+  runner_launch l;
+  l.device = settings.device;
+  l.python = settings.python;
+  l.harness_path = harness_path;
+  l.runners_dir = settings.work_dir;
+  std::string visible;
+  std::string runner_device;
+  map_device(settings.device, visible, runner_device);
+  l.env = [python = settings.python, work_dir = settings.work_dir, visible,
+           threads = runner_threads(settings.cfg)](const std::string& dir) {
+    return runner_env(python, dir, work_dir, visible, threads);
+  };
+  l.sandbox = runner_sandbox(settings);
+  // A torch import takes a core for about a second: on the CPU device that would disturb the
+  // timed job next to it, so the pool refills between evaluations and waits for quiet; a GPU's
+  // timings barely notice, so its pool refills at once.
+  const bool cpu = settings.device == "cpu";
+  l.refill_on_take = !cpu;
+  l.quiet_before_jobs = cpu;
+  return l;
 }
 
 /// Maps `cpu` / `cuda:N` to CUDA_VISIBLE_DEVICES and the device name the runner uses.

@@ -6,12 +6,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gpu/evaluate.hpp"
 #include "gpu/process.hpp"
+#include "gpu/runner_pool.hpp"
+#include "gpu/sandbox.hpp"
 #include "messages/eval.hpp"
 
 namespace kiln {
@@ -29,25 +32,68 @@ void write_file(const std::string& path, std::string_view text);
 
 /// One runner invocation: what job.json says.
 struct runner_job {
-  std::string mode; ///< facts | reference | candidate
+  std::string mode; ///< facts | reference | candidate | health | ...
   std::string task_path;
   std::string candidate_path;
-  std::string dir;    ///< out_dir and cwd of the runner
+  /// out_dir and cwd of the runner when it starts cold (no pool in the context); a pooled
+  /// runner works in its own folder instead: read runner_report::dir.
+  std::string dir;
   std::string device; ///< as the runner sees it (`cpu` or `cuda:0`)
   uint64_t weight_seed = 0;
   std::vector<uint64_t> seeds;
   bool time = false;
   int threads = 1;
   bool pike = false;
+  /// torch.compile mode applied right after construction (`default`, `max-autotune`); empty:
+  /// eager. Only `kiln baseline` sets it.
+  std::string compile_mode;
+  /// do_bench budgets of pike mode; 0 means PIKE's 5000 / 1000 ms (tests make them small).
+  double pike_rep_ms = 0;
+  double pike_warmup_ms = 0;
+  /// Rotating input sets; 0 lets the harness choose (enough to exceed the L2, at least 2).
+  int buffer_sets = 0;
+  /// The shared build cache; empty takes the settings' (run_runner), still empty: none.
+  std::string cache_dir;
+  /// TORCH_CUDA_ARCH_LIST for extension builds (e.g. `9.0`); empty: the device's capability.
+  std::string arch_list;
+  /// Compile mode only: build this requested precompiled header instead of importing.
+  std::string pch_key; /// After the trials (reference) or after timing (candidate), one more call
+                       /// on the inputs
+  /// of `recheck_seed`, written into the timed input tensors in place: catches results cached
+  /// across calls (docs/evaluation.md).
+  bool recheck = false;
+  uint64_t recheck_seed = 0;
+  /// Echoed in result.json: a result.json without it was not written by this runner's harness.
+  std::string nonce;
+};
+
+/// One load_inline / load call of a runner (result.json `builds`, gpu/harness/kiln_build.py).
+struct build_record {
+  std::string kind; ///< load_inline | load
+  std::string name;
+  std::string key; ///< content address in the cache
+  bool hit = false;
+  double seconds = 0;
+  bool pch = false;       ///< compiled with the precompiled header
+  std::string pch_key;    ///< the header this flag set uses (or asks for)
+  std::string error;      ///< the build's exception text (with the compiler's log)
+  std::string error_line; ///< the first line of it that names an error
 };
 
 struct trial_record {
   uint64_t seed = 0;
   bool inputs_mutated = false;
+  std::vector<int32_t> aliases; ///< outputs that share storage with an input
 };
+
+struct scratch_guard;
 
 /// How one runner process ended and what its result.json said.
 struct runner_report {
+  /// Where the runner worked: result.json, out_<k>.pt, stdout.txt, stderr.txt. A pooled
+  /// runner's folder is removed when the last copy of the report goes (unless keep_scratch).
+  std::string dir;
+  std::shared_ptr<scratch_guard> dir_guard;
   process_result proc;
   bool have_result = false;
   std::string result_problem; ///< why result.json is missing or unusable
@@ -59,7 +105,21 @@ struct runner_report {
   std::vector<double> samples_ms;
   double timing_wall_ms = 0;
   double load_ms = 0;
+  /// What the timing loop chose (result.json `timing_info`): input sets it rotated, and in pike
+  /// mode do_bench's estimate and call counts.
+  int32_t buffer_sets = 0;
+  double pike_estimate_ms = 0;
+  int64_t pike_n_warmup = 0;
+  int64_t pike_n_repeat = 0;
   runner_facts facts;
+  std::vector<build_record> builds;
+  /// Integrity rules the harness saw broken while the candidate ran (result.json
+  /// `violations`): outputs that are not plain tensors, replaced functions, live threads.
+  std::vector<std::string> violations;
+  bool have_recheck = false;
+  trial_record recheck;  ///< the post-timing call (runner_job::recheck)
+  bool stateful = false; ///< the model's parameters or buffers changed during the trials
+  std::string nonce;     ///< as result.json reports it
   std::string stdout_path;
   std::string stderr_path;
 };
@@ -77,6 +137,17 @@ struct scratch_guard {
   ~scratch_guard();
 };
 
+class runner_pool;
+
+/// Whether a device can still be trusted, as an engine tracks it (gpu/health.cpp).
+struct device_health {
+  /// A runner ended badly (signal, timeout, CUDA error text): check before the next job.
+  bool suspect = false;
+  std::string suspect_reason;
+  bool healthy = true;
+  std::string problem; ///< why not healthy
+};
+
 /// Everything one evaluation needs to start runners; built by evaluate().
 struct runner_context {
   const eval_settings& settings;
@@ -85,6 +156,10 @@ struct runner_context {
   std::string visible_devices;
   std::string runner_device;
   int threads = 1;
+  /// Where runners come from; null starts one cold in runner_job::dir.
+  runner_pool* pool = nullptr;
+  /// Told when a runner ends badly; null: nobody keeps track.
+  device_health* health = nullptr;
 };
 
 /// job.json for `j`, with the timing settings of `cfg`.
@@ -104,8 +179,20 @@ std::string absolute_program(const std::string& program);
 /// The verdict a runner's ending means; an empty reason when it ended well.
 runner_failure judge_process(const runner_report& r, double timeout_s);
 
-/// Starts one runner for `job`, waits for it (at most `timeout_s`) and reads its report.
+/// Starts one runner for `job` (from `ctx.pool` when set), waits for it (at most `timeout_s`
+/// from the hand-over) and reads its report. Runners are sandboxed (runner_sandbox).
 runner_report run_runner(const runner_context& ctx, const runner_job& job, double timeout_s);
+
+/// Why a runner's ending makes the device suspect (a crash by signal, a timeout, CUDA error
+/// text in its error or stderr on a CUDA device); empty when it does not.
+std::string runner_suspicion(const runner_report& r, bool cuda);
+
+/// The isolation of this engine's runners: `[evaluator] sandbox`, writable caches, and for the
+/// CPU an address-space limit (`memory_limit_gb`, 0 = three quarters of physical memory).
+sandbox_policy runner_sandbox(const eval_settings& settings);
+
+/// How the engine's pool starts runners for `settings.device`.
+runner_launch runner_pool_launch(const eval_settings& settings, const std::string& harness_path);
 
 /// Maps `cpu` / `cuda:N` to CUDA_VISIBLE_DEVICES and the device name the runner uses.
 bool map_device(const std::string& device, std::string& visible, std::string& runner_device);

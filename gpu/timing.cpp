@@ -57,4 +57,27 @@ double median_ci_rel(std::vector<double> samples_ms) {
   return width / 2 / median;
 }
 
+timing_stats combine_rounds(const std::vector<std::vector<double>>& rounds_ms) {
+  std::vector<double> pooled;
+  std::vector<double> medians;
+  for (const auto& r : rounds_ms) {
+    if (r.empty())
+      continue;
+    pooled.insert(pooled.end(), r.begin(), r.end());
+    medians.push_back(summarize(r).median_ms);
+  }
+  timing_stats out = summarize(pooled);
+  if (!medians.empty())
+    out.median_ms = summarize(medians).median_ms;
+  return out;
+}
+
+std::vector<size_t> interleaved_order(size_t entities, int round) {
+  std::vector<size_t> order(entities);
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (round % 2 != 0)
+    std::reverse(order.begin(), order.end());
+  return order;
+}
+
 } // namespace kiln

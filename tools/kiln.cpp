@@ -19,9 +19,15 @@ int main(int argc, char** argv) {
   run->add_option("--out", ra.out, "run directory (replaces [run] out)");
 
   kiln::cli::eval_args ea;
-  auto* ev = app.add_subcommand("eval", "evaluate one candidate against its task");
-  ev->add_option("--task", ea.task, "the task file (KernelBench format)")->required();
-  ev->add_option("--candidate", ea.candidate, "the candidate file (defines ModelNew)")->required();
+  auto* ev = app.add_subcommand("eval", "evaluate one candidate against its task, or a stream");
+  auto* task_opt = ev->add_option("--task", ea.task, "the task file (KernelBench format)");
+  auto* cand_opt = ev->add_option("--candidate", ea.candidate, "the candidate file (ModelNew)");
+  auto* stream_opt = ev->add_option("--stream", ea.stream,
+                                    "a manifest of `task<TAB>candidate` lines, evaluated through "
+                                    "the whole pipeline (compilers ahead of the device)");
+  stream_opt->excludes(task_opt)->excludes(cand_opt);
+  task_opt->needs(cand_opt);
+  cand_opt->needs(task_opt);
   ev->add_option("--device", ea.device, "cpu or cuda:N")->capture_default_str();
   ev->add_option("--timeout", ea.timeout_s, "seconds per runner process");
   ev->add_flag("--json", ea.json, "print the verdict as JSON");
@@ -30,6 +36,16 @@ int main(int argc, char** argv) {
   bool devices_json = false;
   auto* dev = app.add_subcommand("devices", "list the devices evaluators see");
   dev->add_flag("--json", devices_json, "print the list as JSON");
+
+  kiln::cli::baseline_args ba;
+  auto* base = app.add_subcommand("baseline", "time the references of a task set as JSON");
+  base->add_option("--tasks", ba.tasks, "task files or folders")->required();
+  base->add_option("--device", ba.device, "cpu or cuda:N (default: the first GPU, else cpu)");
+  base->add_option("--modes", ba.modes, "eager, compile, compile-max-autotune (comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str();
+  base->add_option("--config", ba.config, "take [evaluator] settings from this config");
+  base->add_option("--out", ba.out, "write the JSON here instead of stdout");
 
   try {
     app.parse(argc, argv);
@@ -48,6 +64,8 @@ int main(int argc, char** argv) {
     return kiln::cli::eval(ea);
   if (*dev)
     return kiln::cli::devices(devices_json);
+  if (*base)
+    return kiln::cli::baseline(ba);
   std::cout << app.help();
   return 2;
 }

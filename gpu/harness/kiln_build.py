@@ -1,7 +1,666 @@
-# kiln's build cache for torch.utils.cpp_extension, loaded by kiln_harness.py before any
-# candidate code runs. (Filled in by the compile-cache work; a no-op until then.)
+# kiln's build cache for torch.utils.cpp_extension, installed by kiln_harness.py before any
+# task or candidate code runs (docs/evaluation.md, "Compilation ahead of the GPU").
+#
+#   load_inline / load ──> key = sha256(sources, flags, torch, python, compiler, arch)
+#        ├─ <cache>/ext/<key>/ exists: import the built library, no compiler runs
+#        └─ else, under <cache>/locks/<key>.lock: torch builds it in a private temporary folder,
+#           the artifact is copied to <cache>/tmp/... and renamed to <cache>/ext/<key>/ (atomic:
+#           a complete entry or none), then imported
+#
+# Every call is recorded in the list install() returns; the harness writes it to result.json
+# as `builds`, so the parent knows what was built, what came from the cache and why a build
+# failed. torch 1.13's load_inline rebuilds in every new process (it rewrites main.cpp, so
+# ninja sees a new file); going through the cache makes a second process only load.
+
+import sys
+
+_KEY_VERSION = "kiln-ext-1"
+_PCH_VERSION = "kiln-pch-1"
+_SKIPPED_ARGS = ("build_directory", "verbose", "keep_intermediates")
+# Variables that torch.utils.cpp_extension reads when it builds, so they change the binary.
+_BUILD_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "PYTORCH_NVCC_FLAGS", "NVCC_PREPEND_FLAGS",
+              "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
 
 
 def install(torch, job):
-    """Routes the candidate's extension builds through kiln's cache."""
-    return None
+    """Routes the candidate's extension builds through kiln's cache (when the job names one)
+    and returns the list that records every build."""
+    import os
+
+    builds = []
+    cache = job.get("cache_dir") or ""
+    if not cache:
+        return builds
+    arch = _target_arch(torch, job)
+    if arch and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        # The compile stage sees no GPU, and the GPU runner must compute the same key: both
+        # build for the arch list the parent names (or the device's capability).
+        os.environ["TORCH_CUDA_ARCH_LIST"] = arch
+    for sub in ("ext", "locks", "tmp", os.path.join("pch", "requests")):
+        os.makedirs(os.path.join(cache, sub), exist_ok=True)
+    tag = _arch_tag(arch)
+    # Triton and Inductor keep their own content-addressed caches; per device arch, shared by
+    # all runners, so a kernel JIT-compiled once is loaded by every later process.
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton", tag)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor", tag)
+    state = _State(torch, cache, builds)
+    name = "torch.utils.cpp_extension"
+    if name in sys.modules:
+        state.patch(sys.modules[name])
+    else:
+        # Importing cpp_extension costs ~0.25 s (it pulls in setuptools); wrap it only when a
+        # candidate imports it.
+        sys.meta_path.insert(0, _PatchOnImport(name, state))
+    return builds
+
+
+def compile_stage(torch, job, result):
+    """The `compile` mode: imports the candidate once without a GPU so that its module-level
+    builds land in the cache; or, when the job names `pch_key`, builds that precompiled
+    header. Fills `result` (ok, stage, error, builds, pch)."""
+    import importlib.util
+    import traceback
+    import uuid
+
+    result["builds"] = install(torch, job)
+    if job.get("pch_key"):
+        result["pch"] = build_pch(torch, job)
+        result["ok"] = not result["pch"].get("error")
+        result["stage"] = "done"
+        result["error"] = result["pch"].get("error", "")
+        return
+    try:
+        name = "kiln_candidate_%s" % uuid.uuid4().hex
+        spec = importlib.util.spec_from_file_location(name, job["candidate_path"])
+        if spec is None or spec.loader is None:
+            raise ImportError("cannot load %s" % job["candidate_path"])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        result["stage"] = "done"
+        result["ok"] = True
+    except BaseException as exc:  # SystemExit from a candidate too
+        result["ok"] = False
+        result["stage"] = "import"
+        result["error"] = " ".join(("%s: %s" % (type(exc).__name__, exc)).split())[:500]
+        tb = traceback.format_exc()
+        result["traceback"] = tb[-4000:]
+        sys.stderr.write(tb)
+        sys.stderr.flush()
+
+
+# -- the wrappers --------------------------------------------------------------------------------
+
+
+class _PatchOnImport:
+    """A meta path finder that lets `name` import normally, then patches the module."""
+
+    def __init__(self, name, state):
+        self.name = name
+        self.state = state
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        # The loader is this spec's own instance: wrapping its exec_module keeps everything
+        # else it offers (source lookups for tracebacks).
+        run = spec.loader.exec_module
+        state = self.state
+
+        def exec_module(module):
+            run(module)
+            state.patch(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+class _State:
+    def __init__(self, torch, cache, builds):
+        self.torch = torch
+        self.cache = cache
+        self.builds = builds
+        self.loaded = {}  # key -> what the first call returned, for repeated calls
+
+    def patch(self, ce):
+        if getattr(ce, "_kiln_patched", False):
+            return
+        import functools
+
+        for kind in ("load_inline", "load"):
+            original = getattr(ce, kind)
+
+            def wrapper(*args, _kind=kind, _original=original, **kwargs):
+                return self.call(ce, _kind, _original, args, kwargs)
+
+            functools.update_wrapper(wrapper, original)
+            setattr(ce, kind, wrapper)
+        ce._kiln_patched = True
+
+    def call(self, ce, kind, original, args, kwargs):
+        import inspect
+        import time
+
+        try:
+            bound = inspect.signature(original).bind(*args, **kwargs)
+        except TypeError:
+            return original(*args, **kwargs)  # torch's own error for bad arguments
+        bound.apply_defaults()
+        a = dict(bound.arguments)
+        for field in ("cpp_sources", "cuda_sources", "sources"):
+            if isinstance(a.get(field), str):
+                a[field] = [a[field]]
+            elif a.get(field) is not None:
+                a[field] = list(a[field])  # torch's load_inline edits the caller's list
+        record = {"kind": kind, "name": str(a.get("name", "")), "key": "", "hit": False,
+                  "seconds": 0.0, "waited_s": 0.0, "pch": False, "pch_key": "", "error": "",
+                  "error_line": ""}
+        self.builds.append(record)
+        t0 = time.perf_counter()
+        try:
+            with_cuda = _with_cuda(kind, a)
+            key = _ext_key(ce, self.torch, kind, a, with_cuda)
+            record["key"] = key
+            if key in self.loaded:
+                record["hit"] = True
+                return self.loaded[key]
+            value = self._hit(key)
+            if value is _MISS:
+                value = self._locked_build(ce, original, kind, a, key, with_cuda, record)
+            else:
+                record["hit"] = True
+            self.loaded[key] = value
+            return value
+        except BaseException as exc:
+            text = str(exc)
+            record["error"] = text[-4000:]
+            record["error_line"] = _error_line(text) or " ".join(text.split())[:300]
+            raise
+        finally:
+            record["seconds"] = time.perf_counter() - t0
+            _say(record)
+
+    def _hit(self, key):
+        import os
+
+        entry = os.path.join(self.cache, "ext", key)
+        meta = _read_json(os.path.join(entry, "meta.json"))
+        if meta is None:
+            return _MISS
+        path = os.path.join(entry, meta["artifact"])
+        try:
+            return _load_artifact(self.torch, meta, path)
+        except Exception as exc:
+            # A damaged entry: move it aside and build again.
+            sys.stderr.write("kiln_build: cached %s unusable (%s); rebuilding\n" % (path, exc))
+            _evict(self.cache, entry)
+            return _MISS
+
+    def _locked_build(self, ce, original, kind, a, key, with_cuda, record):
+        import fcntl
+        import os
+        import time
+
+        t_wait = time.perf_counter()
+        fd = os.open(os.path.join(self.cache, "locks", key + ".lock"), os.O_CREAT | os.O_RDWR,
+                     0o644)
+        try:
+            # Another process building the same key: wait for it rather than build twice. The
+            # lock dies with its holder, so a killed builder never blocks anyone.
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            record["waited_s"] = time.perf_counter() - t_wait
+            value = self._hit(key)
+            if value is not _MISS:
+                record["hit"] = True
+                return value
+            return self._build(ce, original, kind, a, key, with_cuda, record)
+        finally:
+            os.close(fd)
+
+    def _build(self, ce, original, kind, a, key, with_cuda, record):
+        import json
+        import os
+        import shutil
+        import tempfile
+        import uuid
+
+        work = tempfile.mkdtemp(prefix="kiln-build-")  # in the runner's scratch, removed with it
+        a = dict(a)
+        a["build_directory"] = work
+        a["verbose"] = False  # torch then puts the compiler's output into its exception
+        if kind == "load_inline":
+            pch = _pch_plan(ce, self.torch, self.cache, a.get("extra_cflags") or [], with_cuda)
+            if pch is not None:
+                record["pch_key"] = pch["key"]
+                if pch["ready"]:
+                    flags = list(a.get("extra_cflags") or [])
+                    a["extra_include_paths"] = [pch["dir"]] + list(a.get("extra_include_paths")
+                                                                   or [])
+                    if not any(f.strip().startswith("-Werror") for f in flags):
+                        # GCC silently skips a PCH whose flags differ; this says why.
+                        flags.append("-Winvalid-pch")
+                    a["extra_cflags"] = flags
+                    record["pch"] = True
+                else:
+                    _request_pch(self.cache, pch, a.get("extra_cflags") or [], with_cuda)
+        try:
+            value = original(**a)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        artifact = _ninja_default(os.path.join(work, "build.ninja"))
+        if not artifact or not os.path.exists(os.path.join(work, artifact)):
+            shutil.rmtree(work, ignore_errors=True)
+            raise RuntimeError("kiln_build: torch built %r but left no %s" % (a["name"], artifact))
+        meta = {"artifact": artifact, "module": artifact.split(".")[0], "kind": kind,
+                "name": a["name"], "is_python_module": bool(a.get("is_python_module", True)),
+                "is_standalone": bool(a.get("is_standalone", False)),
+                "torch": str(self.torch.__version__), "pch": record["pch"]}
+        staging = os.path.join(self.cache, "tmp", "%s.%d.%s" % (key, os.getpid(),
+                                                                uuid.uuid4().hex[:8]))
+        os.makedirs(staging)
+        try:
+            shutil.copy2(os.path.join(work, artifact), os.path.join(staging, artifact))
+            for src in ("main.cpp", "cuda.cu"):  # for a human reading the cache
+                if os.path.exists(os.path.join(work, src)):
+                    shutil.copy2(os.path.join(work, src), os.path.join(staging, src))
+            with open(os.path.join(staging, "meta.json"), "w", encoding="utf-8") as f:
+                json.dump(meta, f)
+            try:
+                os.rename(staging, os.path.join(self.cache, "ext", key))
+            except OSError:
+                pass  # someone else published the same key first: theirs is as good
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
+        return value
+
+
+_MISS = object()
+
+
+def _load_artifact(torch, meta, path):
+    import importlib.util
+
+    if meta.get("is_standalone"):
+        return path
+    if not meta.get("is_python_module", True):
+        torch.ops.load_library(path)
+        return None
+    spec = importlib.util.spec_from_file_location(meta["module"], path)
+    if spec is None or spec.loader is None:
+        raise ImportError("cannot load %s" % path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _evict(cache, entry):
+    import os
+    import shutil
+    import uuid
+
+    trash = os.path.join(cache, "tmp", "evicted.%s" % uuid.uuid4().hex)
+    try:
+        os.rename(entry, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _say(record):
+    if record["error"]:
+        what = "failed after %.1f s: %s" % (record["seconds"], record["error_line"])
+    elif record["hit"]:
+        what = "cache hit (%.2f s)" % record["seconds"]
+    else:
+        what = "built in %.1f s%s" % (record["seconds"], " with pch" if record["pch"] else "")
+    sys.stderr.write("kiln_build: %s %r key %s: %s\n"
+                     % (record["kind"], record["name"], record["key"][:12], what))
+    sys.stderr.flush()
+
+
+def _error_line(text):
+    """The first line of a build log that names an error, e.g. `main.cpp:5:3: error: ...`."""
+    for marker in (": error:", "): error:", "fatal error:", "error:", "undefined reference",
+                   "cannot find -l"):
+        for line in text.splitlines():
+            if marker in line:
+                return line.strip()[:500]
+    return ""
+
+
+# -- the key -------------------------------------------------------------------------------------
+
+
+def _with_cuda(kind, a):
+    if a.get("with_cuda") is not None:
+        return bool(a["with_cuda"])
+    if kind == "load_inline":
+        return bool(a.get("cuda_sources"))
+    return any(str(s).endswith((".cu", ".cuh")) for s in a.get("sources") or [])
+
+
+def _ext_key(ce, torch, kind, a, with_cuda):
+    """sha256 over everything that changes the built binary (and nothing that does not, such as
+    the build folder or the path a source was written to)."""
+    import hashlib
+    import os
+    import platform
+    import sysconfig
+
+    h = hashlib.sha256()
+
+    def put(label, value):
+        data = value if isinstance(value, bytes) else repr(value).encode("utf-8")
+        h.update(b"%s\0%d\0" % (label.encode("utf-8"), len(data)))
+        h.update(data)
+
+    put("version", _KEY_VERSION)
+    put("kind", kind)
+    for name in sorted(a):
+        if name in _SKIPPED_ARGS:
+            continue
+        if kind == "load" and name == "sources":
+            for src in a[name]:
+                put("source", os.path.splitext(str(src))[1])
+                with open(src, "rb") as f:
+                    put("source_text", f.read())
+            continue
+        put("arg:" + name, a[name])
+    for path in a.get("extra_include_paths") or []:
+        put("include", _tree_digest(str(path)))
+    put("with_cuda", with_cuda)
+    for var in _BUILD_ENV + (("TORCH_CUDA_ARCH_LIST",) if with_cuda else ()):
+        put("env:" + var, os.environ.get(var, ""))
+    put("torch", (str(torch.__version__), str(torch.version.cuda),
+                  str(getattr(torch.version, "git_version", "")), os.path.dirname(torch.__file__),
+                  bool(torch._C._GLIBCXX_USE_CXX11_ABI)))
+    put("python", (sys.version, sys.implementation.cache_tag,
+                   sysconfig.get_config_var("EXT_SUFFIX"), platform.machine()))
+    put("cxx", _tool_identity(os.environ.get("CXX", "c++")))
+    if with_cuda:
+        put("nvcc", _tool_identity(_nvcc(ce)))
+    return h.hexdigest()
+
+
+def _tree_digest(path, limit=2000):
+    """Names and contents of the files under an include folder (bounded)."""
+    import hashlib
+    import os
+
+    h = hashlib.sha256(os.path.abspath(path).encode("utf-8"))
+    n = 0
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            h.update(os.path.relpath(full, path).encode("utf-8") + b"\0")
+            n += 1
+            try:
+                if n <= limit:
+                    with open(full, "rb") as f:
+                        h.update(hashlib.sha256(f.read()).digest())
+                else:
+                    st = os.stat(full)
+                    h.update(b"%d:%d" % (st.st_size, st.st_mtime_ns))
+            except OSError:
+                h.update(b"?")
+    return h.hexdigest()
+
+
+_TOOLS = {}
+
+
+def _tool_identity(tool):
+    """The resolved path and `--version` of a compiler, once per process."""
+    import shutil
+    import subprocess
+
+    if tool not in _TOOLS:
+        path = shutil.which(tool) or tool
+        try:
+            out = subprocess.run([path, "--version"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, timeout=60).stdout
+            text = out.decode("utf-8", "replace")
+        except (OSError, subprocess.SubprocessError) as exc:
+            text = "unavailable: %s" % exc
+        _TOOLS[tool] = (path, text)
+    return _TOOLS[tool]
+
+
+def _nvcc(ce):
+    import os
+
+    try:
+        return ce._join_cuda_home("bin", "nvcc")
+    except Exception:
+        return os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+
+
+def _target_arch(torch, job):
+    arch = str(job.get("arch_list") or "")
+    if arch:
+        return arch
+    device = str(job.get("device") or "cpu")
+    if device.startswith("cuda") and torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability(torch.device(device))
+        return "%d.%d" % (major, minor)
+    return ""
+
+
+def _arch_tag(arch):
+    """`9.0` -> `sm90`, `8.6;9.0+PTX` -> `sm86-sm90+PTX`, empty -> `cpu`."""
+    import re
+
+    parts = [p for p in re.split(r"[;\s]+", arch) if p]
+    if not parts:
+        return "cpu"
+    return "-".join("sm" + re.sub(r"[^0-9A-Za-z+]", "", p) for p in parts)
+
+
+def _read_json(path):
+    import json
+
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _ninja_default(path):
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("default "):
+                    return line.split(None, 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+# -- precompiled header --------------------------------------------------------------------------
+#
+# load_inline's main.cpp starts with `#include <torch/extension.h>`, which is most of its compile
+# time. A PCH of that header, built with exactly the flags torch uses for the TU, halves it
+# (BUILD-NOTES §5). Building one costs ~52 s and 650 MB, so a build never waits for it: a miss
+# without a PCH files a request under <cache>/pch/requests/ and the parent builds it when a
+# compile worker is idle (compile_engine::build_pch); later builds of that flag set use it.
+
+
+def _torch_cxx_flags(ce, extra_cflags, with_cuda):
+    """(compiler, cflags, post_cflags) that torch's own ninja writer uses for a TU of an
+    extension with these extra_cflags, without the extension's name; None where unknown."""
+    import inspect
+    import os
+    import shlex
+    import shutil
+    import tempfile
+
+    writer = getattr(ce, "_write_ninja_file_to_build_library", None)
+    if writer is None:
+        return None
+    d = tempfile.mkdtemp(prefix="kiln-flags-")
+    try:
+        src = os.path.join(d, "main.cpp")
+        open(src, "w").close()
+        known = {"path": os.path.join(d, "build.ninja"), "name": "kiln_pch", "sources": [src],
+                 "extra_cflags": list(extra_cflags), "extra_cuda_cflags": [],
+                 "extra_ldflags": [], "extra_include_paths": [], "with_cuda": with_cuda,
+                 "is_standalone": False}
+        kwargs = {}
+        for p in inspect.signature(writer).parameters.values():
+            if p.name in known:
+                kwargs[p.name] = known[p.name]
+            elif p.default is inspect.Parameter.empty:
+                kwargs[p.name] = False  # a switch of a newer torch, e.g. with_sycl
+        writer(**kwargs)
+        values = {}
+        with open(known["path"], "r", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("rule "):
+                    break
+                if " = " in line:
+                    k, v = line.split(" = ", 1)
+                    values[k.strip()] = v.strip()
+        strip = lambda flags: [t for t in flags if not t.startswith("-DTORCH_EXTENSION_NAME=")]
+        return (values.get("cxx", "c++"), strip(shlex.split(values.get("cflags", ""))),
+                strip(shlex.split(values.get("post_cflags", ""))))
+    except Exception:
+        return None
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _pch_plan(ce, torch, cache, extra_cflags, with_cuda):
+    import hashlib
+    import os
+
+    flags = _torch_cxx_flags(ce, extra_cflags, with_cuda)
+    if flags is None:
+        return None
+    cxx, cflags, post = flags
+    header = _find_header(cflags + post)
+    if not header:
+        return None
+    ident = repr((_PCH_VERSION, _tool_identity(cxx), cflags, post, header,
+                  str(torch.__version__), os.path.dirname(torch.__file__)))
+    key = hashlib.sha256(ident.encode("utf-8")).hexdigest()
+    d = os.path.join(cache, "pch", key)
+    ready = os.path.exists(os.path.join(d, "torch", "extension.h.gch"))
+    return {"key": key, "dir": d, "ready": ready, "cxx": cxx, "cflags": cflags, "post": post,
+            "header": header}
+
+
+def _find_header(flags):
+    import os
+
+    dirs = []
+    for i, t in enumerate(flags):
+        if t in ("-isystem", "-I") and i + 1 < len(flags):
+            dirs.append(flags[i + 1])
+        elif t.startswith("-isystem") and len(t) > 8:
+            dirs.append(t[8:])
+        elif t.startswith("-I") and len(t) > 2:
+            dirs.append(t[2:])
+    for d in dirs:
+        path = os.path.join(d, "torch", "extension.h")
+        if os.path.exists(path):
+            return path
+    return ""
+
+
+def _request_pch(cache, pch, extra_cflags, with_cuda):
+    import json
+    import os
+
+    path = os.path.join(cache, "pch", "requests", pch["key"] + ".json")
+    if os.path.exists(path):
+        return
+    import uuid
+
+    # Every runner is PID 2 in its own namespace: the pid alone does not make a name unique.
+    tmp = "%s.%s.tmp" % (path, uuid.uuid4().hex)
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"extra_cflags": list(extra_cflags), "with_cuda": bool(with_cuda)}, f)
+    os.replace(tmp, path)
+
+
+def build_pch(torch, job):
+    """Builds the PCH that request `job["pch_key"]` asks for. The flags are recomputed here from
+    the request's extra_cflags, so a request can only name a flag set, never a command."""
+    import fcntl
+    import os
+    import re
+    import shutil
+    import subprocess
+    import time
+    import uuid
+
+    import torch.utils.cpp_extension as ce
+
+    t0 = time.perf_counter()
+    cache = job["cache_dir"]
+    key = str(job["pch_key"])
+    out = {"key": key, "state": "failed", "seconds": 0.0, "error": ""}
+    if not re.fullmatch(r"[0-9a-f]{64}", key):
+        out["error"] = "bad pch key %r" % key
+        return out
+    request_path = os.path.join(cache, "pch", "requests", key + ".json")
+    request = _read_json(request_path)
+    if request is None:
+        out["error"] = "no request for pch %s" % key
+        return out
+    plan = _pch_plan(ce, torch, cache, list(request.get("extra_cflags") or []),
+                     bool(request.get("with_cuda")))
+    if plan is None or plan["key"] != key:
+        out["error"] = "pch request %s does not match this interpreter's torch" % key
+        return out
+    fd = os.open(os.path.join(cache, "locks", "pch-" + key + ".lock"), os.O_CREAT | os.O_RDWR,
+                 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            out["state"] = "busy"  # another worker builds it right now
+            return out
+        if os.path.exists(os.path.join(plan["dir"], "torch", "extension.h.gch")):
+            out["state"] = "exists"
+        else:
+            staging = os.path.join(cache, "tmp", "pch.%s.%d.%s" % (key, os.getpid(),
+                                                                   uuid.uuid4().hex[:8]))
+            os.makedirs(os.path.join(staging, "torch"))
+            try:
+                # The symlink is required: a source that includes torch/extension.h again
+                # must find the header beside its .gch (BUILD-NOTES §5).
+                os.symlink(plan["header"], os.path.join(staging, "torch", "extension.h"))
+                cmd = ([plan["cxx"], "-x", "c++-header"] + plan["cflags"] + plan["post"]
+                       + [plan["header"], "-o", os.path.join(staging, "torch", "extension.h.gch")])
+                run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                if run.returncode != 0:
+                    log = run.stdout.decode("utf-8", "replace")
+                    out["error"] = "pch build failed: %s" % (_error_line(log) or log[-500:])
+                    sys.stderr.write(log[-4000:])
+                    return out
+                try:
+                    os.rename(staging, plan["dir"])
+                except OSError:
+                    pass  # built by someone else meanwhile
+                out["state"] = "built"
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+        try:
+            os.remove(request_path)
+        except OSError:
+            pass
+        return out
+    finally:
+        os.close(fd)
+        out["seconds"] = time.perf_counter() - t0

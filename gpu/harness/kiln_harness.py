@@ -19,6 +19,9 @@ def _main(argv):
     import traceback
     import uuid
 
+    # What result.json is written with, taken before any task or candidate code can replace it.
+    dump, replace, fsync, open_file = json.dump, os.replace, os.fsync, open
+
     # The harness's own modules live next to this file; -I keeps that folder off sys.path.
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)
@@ -33,23 +36,30 @@ def _main(argv):
         return 2
     with open(argv[1], "r", encoding="utf-8") as f:
         job = json.load(f)
+    # The nonce proves that result.json came from this harness and not from a candidate that
+    # wrote its own and left; it is taken out of the job file before the candidate runs.
+    nonce = str(job.get("nonce") or "")
+    if nonce:
+        _redact_job(argv[1], job)
 
     out_dir = job["out_dir"]
     mode = job["mode"]
     result = {"ok": False, "stage": "import", "error": "", "traceback": "", "facts": {},
               "structure": "", "trials": [], "samples_ms": [], "timing_wall_ms": 0.0,
               "load_ms": 0.0}
+    result["violations"] = []
+    result["nonce"] = nonce
     stage = ["import"]
 
     def write_result():
         # Atomic: the parent either sees a complete result.json or none at all.
         path = os.path.join(out_dir, "result.json")
         tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(result, f)
+        with open_file(tmp, "w", encoding="utf-8") as f:
+            dump(result, f)
             f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+            fsync(f.fileno())
+        replace(tmp, path)
 
     def one_line(exc):
         text = "%s: %s" % (type(exc).__name__, exc)
@@ -74,10 +84,35 @@ def _main(argv):
             result["ok"] = True
             write_result()
             return 0
+        if mode == "health":
+            # After a runner ended badly: can the device still allocate, run a kernel, give the
+            # right answer and synchronize? A sticky CUDA error fails here, in a fresh process.
+            stage[0] = "run"
+            a = torch.arange(1 << 20, dtype=torch.float64, device=device)
+            total = float((a * 2.0).sum().item())
+            if is_cuda:
+                torch.cuda.synchronize(device)
+            if total != float((1 << 20) * ((1 << 20) - 1)):
+                raise RuntimeError("health: the device computed a wrong sum (%r)" % total)
+            result["stage"] = "done"
+            result["ok"] = True
+            write_result()
+            return 0
+        if mode == "compile":
+            # Ahead of the GPU: import the candidate only, so its extension builds land in
+            # kiln's cache (kiln_build.py); or build a requested precompiled header.
+            kiln_build.compile_stage(torch, job, result)
+            write_result()
+            return 0
+
+        # Identities of the clocks, events, savers and comparisons that the harness and the
+        # timing loops use, before any task or candidate code runs; checked after every call.
+        guard = _Guard(torch)
+        synchronize = torch.cuda.synchronize
 
         def sync():
             if is_cuda:
-                torch.cuda.synchronize(device)
+                synchronize(device)
 
         def load_module(path, prefix):
             # A unique name per load, so a candidate cannot collide with the task module or
@@ -94,13 +129,14 @@ def _main(argv):
             return module
 
         # Before any task or candidate code: extension builds go through kiln's cache.
-        kiln_build.install(torch, job)
+        result["builds"] = kiln_build.install(torch, job)
 
         t_load = time.perf_counter()
         # The task file is the only source of inputs and constructor arguments, also in
         # candidate mode: a candidate must never choose its own inputs.
         task = load_module(job["task_path"], "kiln_task")
         if mode == "candidate":
+            guard.candidate_file = job["candidate_path"]
             candidate = load_module(job["candidate_path"], "kiln_candidate")
             model_class = getattr(candidate, "ModelNew", None)
             if model_class is None:
@@ -121,6 +157,13 @@ def _main(argv):
         if isinstance(model, torch.nn.Module):
             model.eval()
             model = model.to(device)
+        # kiln baseline's torch.compile modes: the compiled module is what gets timed (the
+        # first call, in the trials below, compiles it).
+        compile_mode = job.get("compile_mode") or ""
+        if compile_mode:
+            if not hasattr(torch, "compile"):
+                raise RuntimeError("torch %s has no torch.compile" % torch.__version__)
+            model = torch.compile(model, mode=compile_mode)
         sync()
         result["load_ms"] = (time.perf_counter() - t_load) * 1000.0
 
@@ -130,46 +173,100 @@ def _main(argv):
             return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
         stage[0] = "run"
-        structure = None
-        for k, seed in enumerate(job["seeds"]):
-            inputs = make_inputs(seed)
-            originals = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
+        candidate_mode = mode == "candidate"
+        state_before = _state_snapshot(torch, model) if not candidate_mode else None
+        structure = [None]
+
+        def call(inputs, name, seed):
+            """One checked call: poison, forward, integrity checks, outputs saved at once."""
+            originals = [guard.clone(x) if isinstance(x, torch.Tensor) else None for x in inputs]
+            if candidate_mode:
+                _poison(torch, device)
             with torch.no_grad():
                 out = model(*inputs)
             sync()
+            if candidate_mode:
+                guard.check()
+            problem, aliases = _inspect_outputs(torch, out, inputs)
+            if problem and candidate_mode:
+                raise _Rejected(problem)
             mutated = any(o is not None and not _same(torch, x, o)
                           for x, o in zip(inputs, originals))
             flat = []
             shape = _flatten(torch, out, flat)
-            if structure is None:
-                structure = shape
-            elif shape != structure:
+            if structure[0] is None:
+                structure[0] = shape
+            elif shape != structure[0]:
                 raise RuntimeError("output structure changed between calls: %s, then %s"
-                                   % (structure, shape))
-            name = "out_%d.pt" % k
+                                   % (structure[0], shape))
             # Saved at once, before the next call can touch a buffer the output may share. A
             # tuple, not a list: libtorch 1.13's unpickler has no APPEND opcode, which pickle
             # uses for a one-element list.
-            torch.save(tuple(flat), os.path.join(out_dir, name))
-            result["trials"].append({"seed": int(seed), "file": name,
-                                     "inputs_mutated": bool(mutated)})
-            del out, flat, originals, inputs
-        result["structure"] = structure or ""
+            guard.save(tuple(flat), os.path.join(out_dir, name))
+            return {"seed": int(seed), "file": name, "inputs_mutated": bool(mutated),
+                    "aliases": aliases}
 
+        # Every trial's inputs stay alive until the end: a later trial never gets the addresses
+        # of an earlier one, so a cache keyed on data_ptr() or id() cannot answer it by luck.
+        kept = []
+        for k, seed in enumerate(job["seeds"]):
+            inputs = make_inputs(seed)
+            kept.append(inputs)
+            result["trials"].append(call(inputs, "out_%d.pt" % k, seed))
+        result["structure"] = structure[0] or ""
+        if state_before is not None:
+            # A model whose state moves between calls cannot be re-checked after timing: its
+            # answer then depends on how many calls the timing made.
+            result["stateful"] = not _state_same(torch, model, state_before)
+            del state_before
+        recheck_seed = job.get("recheck_seed")
+        if recheck_seed is not None and not candidate_mode:
+            result["recheck"] = call(make_inputs(recheck_seed), "out_recheck.pt", recheck_seed)
+
+        timed = None
         if job.get("time"):
             stage[0] = "time"
             gc.collect()
             seeds = job["seeds"]
             inputs = make_inputs(seeds[0] if seeds else 0)
+            timed = inputs
+            timing_info = {}
             samples, wall_ms = kiln_timing.time_calls(torch, model, inputs, device,
                                                       job.get("timing", {}),
-                                                      bool(job.get("pike_mode")))
+                                                      bool(job.get("pike_mode")), timing_info)
             result["samples_ms"] = samples
             result["timing_wall_ms"] = wall_ms
+            result["timing_info"] = timing_info
+            if candidate_mode:
+                # A clock or an event replaced during the timing made these samples.
+                guard.check()
+        if recheck_seed is not None and candidate_mode:
+            # The re-check: fresh values written in place into the very tensors the timing
+            # used (same objects, same addresses), then one more call. A candidate that
+            # answers from a cache keyed on the tensors, or that takes another path once it
+            # is being timed, gives the old or a wrong answer here.
+            target = timed if timed is not None else make_inputs(job["seeds"][0])
+            for j, fresh in enumerate(make_inputs(recheck_seed)):
+                x = target[j] if j < len(target) else None
+                if (isinstance(x, torch.Tensor) and isinstance(fresh, torch.Tensor)
+                        and x.shape == fresh.shape and x.dtype == fresh.dtype):
+                    with torch.no_grad():
+                        guard.copy(x, fresh)
+                elif j < len(target):
+                    target[j] = fresh
+                else:
+                    target.append(fresh)
+            result["recheck"] = call(target, "out_recheck.pt", recheck_seed)
+        del kept
 
         stage[0] = "done"
         result["stage"] = "done"
         result["ok"] = True
+    except _Rejected as exc:
+        result["ok"] = False
+        result["stage"] = stage[0]
+        result["violations"].append(str(exc))
+        result["error"] = "integrity: %s" % exc
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from a candidate too
         result["ok"] = False
         result["stage"] = stage[0]
@@ -266,8 +363,238 @@ def _flatten(torch, out, flat):
                     % type(out).__name__)
 
 
+# -- integrity (docs/evaluation.md, "Integrity checks in the runner") ----------------------------
+
+
+class _Rejected(Exception):
+    """An integrity rule broken by the candidate: reported in result.json `violations`, and the
+    parent's verdict is `rejected`."""
+
+
+# (owner, attribute) pairs whose identity must not change while the candidate runs: the
+# clocks and events the timing loops read, and what the harness saves and compares with.
+_WATCHED = (
+    ("torch", "cuda"), ("torch", "Tensor"), ("torch", "nn"), ("torch", "save"),
+    ("torch", "load"), ("torch", "allclose"), ("torch", "isclose"), ("torch", "equal"),
+    ("torch", "isnan"), ("torch", "manual_seed"), ("torch", "no_grad"),
+    ("torch.Tensor", "clone"), ("torch.Tensor", "copy_"), ("torch.Tensor", "detach"),
+    ("torch.Tensor", "to"), ("torch.Tensor", "cpu"), ("torch.Tensor", "contiguous"),
+    ("torch.Tensor", "data_ptr"), ("torch.Tensor", "__eq__"),
+    ("torch.nn.Module", "__call__"), ("torch.nn.Module", "_call_impl"),
+    ("torch.cuda", "synchronize"), ("torch.cuda", "Event"), ("torch.cuda", "Stream"),
+    ("torch.cuda", "current_stream"), ("torch.cuda.Event", "record"),
+    ("torch.cuda.Event", "elapsed_time"), ("torch.cuda.Event", "synchronize"),
+    ("torch.cuda.Event", "query"), ("time", "perf_counter"), ("time", "perf_counter_ns"),
+    ("time", "time"), ("time", "time_ns"), ("time", "monotonic"), ("time", "monotonic_ns"),
+    ("json", "dump"), ("os", "replace"), ("os", "fsync"), ("builtins", "open"),
+    ("threading.Thread", "start"), ("threading.Thread", "is_alive"),
+    ("triton.testing", "do_bench"),
+)
+_WATCHED_MODULES = ("torch", "time", "json", "os", "builtins", "threading", "gc")
+
+
+class _Guard:
+    """The harness's own references to what it calls, and the checks that nothing it relies on
+    was replaced. Built before any task or candidate code runs."""
+
+    def __init__(self, torch):
+        import builtins
+        import json
+        import os
+        import threading
+        import time
+
+        self.clone = torch.Tensor.clone
+        self.copy = torch.Tensor.copy_
+        self.save = torch.save
+        self.is_alive = threading.Thread.is_alive
+        self.candidate_file = None
+        self.threads = []
+        self._watch_threads(threading)
+        owners = {"torch": torch, "torch.Tensor": torch.Tensor, "torch.nn.Module": torch.nn.Module,
+                  "torch.cuda": torch.cuda, "torch.cuda.Event": torch.cuda.Event, "time": time,
+                  "json": json, "os": os, "builtins": builtins,
+                  "threading.Thread": threading.Thread}
+        if "triton.testing" in sys.modules:  # never imported here: it costs seconds
+            owners["triton.testing"] = sys.modules["triton.testing"]
+        self.watched = []
+        for owner_name, attr in _WATCHED:
+            owner = owners.get(owner_name)
+            if owner is None or not hasattr(owner, attr):
+                continue
+            value = getattr(owner, attr)
+            if getattr(owner, attr) is value:  # only what has a stable identity
+                self.watched.append(("%s.%s" % (owner_name, attr), owner, attr, value))
+        self.modules = [(name, sys.modules.get(name)) for name in _WATCHED_MODULES]
+
+    def _watch_threads(self, threading):
+        # Thread.start remembers the threads that candidate code started (directly or through
+        # an executor), so that one still running after a call is seen.
+        original = threading.Thread.start
+        guard = self
+
+        def start(thread, *args, **kwargs):
+            if guard._from_candidate(sys._getframe(1)):
+                guard.threads.append(thread)
+            return original(thread, *args, **kwargs)
+
+        threading.Thread.start = start
+
+    def _from_candidate(self, frame):
+        # The nearest frame of either the candidate or torch/triton decides: Inductor's compile
+        # workers are torch's, an executor the candidate feeds is the candidate's.
+        depth = 0
+        while frame is not None and depth < 200:
+            name = frame.f_code.co_filename
+            if self.candidate_file and name == self.candidate_file:
+                return True
+            if "/torch/" in name or "/triton/" in name:
+                return False
+            frame = frame.f_back
+            depth += 1
+        return False
+
+    def check(self):
+        for label, owner, attr, value in self.watched:
+            if getattr(owner, attr, None) is not value:
+                raise _Rejected("replaced %s at run time" % label)
+        for name, module in self.modules:
+            if sys.modules.get(name) is not module:
+                raise _Rejected("replaced the module %s at run time" % name)
+        for thread in self.threads:
+            if self.is_alive(thread):
+                raise _Rejected("left a thread running after forward returned (%s): work "
+                                "done after the call is not timed" % thread.name)
+
+
+def _inspect_outputs(torch, out, inputs):
+    """(problem, aliases). `problem` names an output that is not a plain tensor with real
+    storage: a subclass or proxy can defer its work until someone reads it, which is after the
+    timed call. `aliases` lists the outputs that share storage with an input."""
+    tensors = []
+    problem = _collect_outputs(torch, out, tensors)
+    if problem:
+        return problem, []
+    inputs_at = set()
+    for x in inputs:
+        if type(x) is torch.Tensor and x.numel() > 0:
+            ptr = _storage_ptr(x)
+            if ptr:
+                inputs_at.add(ptr)
+    aliases = []
+    for i, t in enumerate(tensors):
+        if t.is_meta:
+            return "output %d has no real storage (a meta tensor)" % i, []
+        if t.numel() == 0 or t.layout != torch.strided:
+            continue
+        ptr = _storage_ptr(t)
+        if not ptr:
+            return "output %d has no real storage" % i, []
+        if ptr in inputs_at:
+            aliases.append(i)
+    return "", aliases
+
+
+def _collect_outputs(torch, out, tensors):
+    kind = type(out)
+    if kind is torch.Tensor or kind is torch.nn.Parameter:
+        tensors.append(out)
+        return ""
+    if kind in (bool, int, float, complex):
+        return ""
+    if kind in (tuple, list) or (isinstance(out, tuple) and hasattr(out, "_fields")):
+        for x in out:
+            problem = _collect_outputs(torch, x, tensors)
+            if problem:
+                return problem
+        return ""
+    if isinstance(out, torch.Tensor):
+        return ("output %d is a %s, not a plain torch.Tensor (subclasses and proxies can "
+                "compute when read, outside the timed call)" % (len(tensors), kind.__name__))
+    return "forward returned a %s, not tensors" % kind.__name__
+
+
+def _storage_ptr(t):
+    try:
+        try:
+            return t.untyped_storage().data_ptr()
+        except AttributeError:  # torch 1.13
+            return t.storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
+def _poison(torch, device):
+    """Fills memory the next allocations will probably reuse with NaN, so that an output read
+    from memory nobody wrote shows up as NaN instead of as whatever was there."""
+    nan = float("nan")
+    if device.type == "cuda":
+        # The caching allocator hands freed blocks out again: one big block (split for large
+        # tensors) and a set of small ones (its small-block pool).
+        free = int(torch.cuda.mem_get_info(device)[0])
+        blocks = [torch.full((min(1 << 30, free // 4) // 4,), nan, device=device)]
+        blocks += [torch.full((128 * 1024,), nan, device=device) for _ in range(32)]
+        del blocks
+    else:
+        # glibc reuses a freed chunk below its mmap threshold (32 MB in the runner): cheap.
+        block = torch.full((4 * 1024 * 1024,), nan)
+        del block
+
+
+def _state_snapshot(torch, model):
+    if not isinstance(model, torch.nn.Module):
+        return None
+    return [(k, v.detach().clone()) for k, v in model.state_dict().items()
+            if isinstance(v, torch.Tensor)]
+
+
+def _state_same(torch, model, snapshot):
+    now = model.state_dict()
+    return all(k in now and _same(torch, now[k], v) for k, v in snapshot)
+
+
+def _redact_job(path, job):
+    import json
+    import os
+
+    try:
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({k: v for k, v in job.items() if k != "nonce"}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # the job may come from a read-only place; the nonce then stays in it
+
+
+def _serve():
+    """Pool mode: import torch now (never CUDA), say "ready" on stdin (a socket to the daemon),
+    then wait for one line, the job.json path, and run exactly that job."""
+    import os
+
+    try:
+        import torch  # noqa: F401  (the expensive import, paid before there is a job)
+    except BaseException:
+        pass  # _main imports it again and reports the failure in result.json
+
+    try:
+        os.write(0, b"ready\n")
+    except OSError:
+        pass
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(0, 4096)
+        if not chunk:
+            return 0  # the pool let this runner go
+        line += chunk
+    # The socket to the daemon is no business of the candidate's.
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return _main([sys.argv[0], line.decode("utf-8").strip()])
+
+
 if __name__ == "__main__":
-    _code = _main(sys.argv)
+    _code = _serve() if sys.argv[1:] == ["--serve"] else _main(sys.argv)
     sys.stdout.flush()
     sys.stderr.flush()
     # result.json is written: leave at once, so that a candidate's atexit hooks, non-daemon

@@ -1,5 +1,21 @@
 # kiln's timing loops, loaded by kiln_harness.py. Reference and candidate are timed by this
 # same code in their own processes, so neither can get a friendlier clock than the other.
+# docs/evaluation.md ("Timing") explains every choice.
+
+# PIKE's do_bench budget (scripts/eval.py): 5000 ms of timed reps after 1000 ms of warm-up.
+PIKE_REP_MS = 5000.0
+PIKE_WARMUP_MS = 1000.0
+# The buffer that do_bench zeroes (256 MB, sized for 50-60 MB L2s); kiln zeroes twice the L2.
+DEFAULT_FLUSH_BYTES = 256 * 1024 * 1024
+# Rotating input sets: at least two (so consecutive calls never see the same addresses), at
+# most this many (cloning thousands of tiny tensors would cost more set-up than it buys: the L2
+# flush already makes every call start cold).
+MIN_BUFFER_SETS = 2
+MAX_BUFFER_SETS = 256
+# The extra sets may take at most this share of the free device memory, and at most 2 GiB.
+BUFFER_MEMORY_SHARE = 0.25
+BUFFER_MEMORY_CAP = 2 * 1024 * 1024 * 1024
+
 
 def _median_ci_rel(samples):
     # Distribution-free ~95% confidence interval of the median from order statistics:
@@ -20,12 +36,35 @@ def _median_ci_rel(samples):
     return width / 2.0 / median
 
 
-def time_calls(torch, model, inputs, device, timing, pike_mode):
-    """Per-call times in ms on fixed inputs, and the wall span of the whole loop in ms.
+def time_calls(torch, model, inputs, device, timing, pike_mode, info=None):
+    """Per-call times in ms, and the wall span of the whole loop in ms.
 
-    Samples until n >= min_samples and the median's CI is within target_ci (kiln mode), or
-    max_samples, or max_seconds of sampling. pike_mode never stops early on the CI: like
-    do_bench it fills the time budget and the parent reports the mean."""
+    kiln mode: warm-up calls, then one sample per call on rotating copies of `inputs` (which is
+    itself the first set, so a caller can write fresh values into it afterwards and call again)
+    until n >= min_samples and the median's CI is within target_ci, or max_samples, or
+    max_seconds of sampling. pike mode: Triton's do_bench on the fixed `inputs`, exactly as
+    PIKE's eval.py runs it; the parent reports the mean. `info`, when given, receives what
+    the loop chose (buffer sets, flush size, do_bench's estimate and counts)."""
+    import time
+
+    if info is None:
+        info = {}
+    is_cuda = device.type == "cuda"
+    t_begin = time.perf_counter_ns()
+    with torch.no_grad():
+        if pike_mode:
+            samples = _pike(torch, model, inputs, device, timing, info)
+        else:
+            samples = _kiln(torch, model, inputs, device, timing, info)
+    if is_cuda:
+        torch.cuda.synchronize(device)
+    wall_ms = (time.perf_counter_ns() - t_begin) / 1e6
+    return samples, wall_ms
+
+
+# -- kiln mode -----------------------------------------------------------------------------------
+
+def _kiln(torch, model, inputs, device, timing, info):
     import time
 
     warmup = max(0, int(timing.get("warmup_calls", 3)))
@@ -35,57 +74,192 @@ def time_calls(torch, model, inputs, device, timing, pike_mode):
     target_ci = float(timing.get("target_ci", 0.01))
     is_cuda = device.type == "cuda"
 
+    l2_bytes = _l2_bytes(torch, device) if is_cuda else 0
+    sets = _buffer_sets(torch, inputs, device, l2_bytes, int(timing.get("buffer_sets", 0)))
+    info["buffer_sets"] = len(sets)
     samples = []
-    t_begin = time.perf_counter_ns()
-    with torch.no_grad():
-        if is_cuda:
-            # Zeroing 256 MB between calls evicts the L2 (50 MB on an H100/H200), so every call
-            # starts cold, as in Triton's do_bench.
-            flush = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device=device)
-            for _ in range(warmup):
-                model(*inputs)
-            torch.cuda.synchronize(device)
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            t_sampling = time.perf_counter_ns()
-            while True:
-                flush.zero_()
-                start.record()
-                model(*inputs)
-                end.record()
-                torch.cuda.synchronize(device)
-                samples.append(float(start.elapsed_time(end)))
-                if _enough(samples, t_sampling, min_samples, max_samples, max_ns, target_ci,
-                           pike_mode, time.perf_counter_ns):
-                    break
-            del flush
-        else:
-            for _ in range(warmup):
-                model(*inputs)
-            t_sampling = time.perf_counter_ns()
-            while True:
-                t0 = time.perf_counter_ns()
-                model(*inputs)
-                t1 = time.perf_counter_ns()
-                samples.append((t1 - t0) / 1e6)
-                if _enough(samples, t_sampling, min_samples, max_samples, max_ns, target_ci,
-                           pike_mode, time.perf_counter_ns):
-                    break
-    wall_ms = (time.perf_counter_ns() - t_begin) / 1e6
-    return samples, wall_ms
+    if is_cuda:
+        flush_bytes = 2 * l2_bytes
+        info["flush_bytes"] = flush_bytes
+        flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
+        for k in range(warmup):
+            model(*sets[k % len(sets)])
+        torch.cuda.synchronize()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        t_sampling = time.perf_counter_ns()
+        k = 0
+        while True:
+            # Zeroing twice the L2 evicts it, so every call starts cold, as in do_bench. The
+            # device-wide synchronize inside the events puts work on side streams and the host's
+            # launch overhead into the sample, as PIKE's closure does.
+            flush.zero_()
+            start.record()
+            model(*sets[k % len(sets)])
+            torch.cuda.synchronize()
+            end.record()
+            end.synchronize()
+            samples.append(float(start.elapsed_time(end)))
+            k += 1
+            if _enough(samples, t_sampling, min_samples, max_samples, max_ns, target_ci,
+                       time.perf_counter_ns):
+                break
+        del flush
+    else:
+        for k in range(warmup):
+            model(*sets[k % len(sets)])
+        t_sampling = time.perf_counter_ns()
+        k = 0
+        while True:
+            args = sets[k % len(sets)]
+            t0 = time.perf_counter_ns()
+            model(*args)
+            t1 = time.perf_counter_ns()
+            samples.append((t1 - t0) / 1e6)
+            k += 1
+            if _enough(samples, t_sampling, min_samples, max_samples, max_ns, target_ci,
+                       time.perf_counter_ns):
+                break
+    del sets
+    return samples
 
 
-def _enough(samples, t_sampling, min_samples, max_samples, max_ns, target_ci, pike_mode, now_ns):
+def _l2_bytes(torch, device):
+    # torch 2.x reports the L2's size; without it assume 128 MB, more than any GPU's L2 today,
+    # so that the flush is do_bench's 256 MB and the rotation errs on the side of more sets.
+    try:
+        size = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0))
+    except Exception:
+        size = 0
+    return size if size > 0 else DEFAULT_FLUSH_BYTES // 2
+
+
+def _buffer_sets(torch, inputs, device, l2_bytes, wanted):
+    """`inputs` itself, then clones of it (same values, other addresses): enough that together
+    they exceed the L2, at least MIN_BUFFER_SETS, within the memory budget. A candidate that
+    caches results by data_ptr, or replays a CUDA graph without copying its inputs in, then
+    either pays for the copy or computes with stale inputs on every other call."""
+    per_set = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+    if wanted > 0:
+        count = wanted
+    elif per_set == 0:
+        count = 1  # nothing to rotate
+    else:
+        count = max(MIN_BUFFER_SETS, l2_bytes // per_set + 1)
+        budget = BUFFER_MEMORY_CAP
+        if device.type == "cuda":
+            try:
+                free, _ = torch.cuda.mem_get_info(device)
+                budget = min(budget, int(free * BUFFER_MEMORY_SHARE))
+            except Exception:
+                pass
+        count = min(count, MAX_BUFFER_SETS, max(MIN_BUFFER_SETS, budget // per_set + 1))
+    sets = [list(inputs)]
+    for _ in range(count - 1):
+        sets.append([x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+    return sets
+
+
+def _enough(samples, t_sampling, min_samples, max_samples, max_ns, target_ci, now_ns):
     n = len(samples)
     if n >= max_samples:
         return True
     # A few samples at least, even for a slow model that blows the time cap in one call.
     if now_ns() - t_sampling >= max_ns and n >= min(3, min_samples):
         return True
-    if pike_mode or n < min_samples:
+    if n < min_samples:
         return False
     # Sorting every call would cost host time between calls; every ~5% of n is enough.
     step = max(1, n // 20)
     if (n - min_samples) % step:
         return False
     return _median_ci_rel(samples) <= target_ci
+
+
+# -- pike mode -----------------------------------------------------------------------------------
+
+def _pike(torch, model, inputs, device, timing, info):
+    rep_ms = float(timing.get("pike_rep_ms") or PIKE_REP_MS)
+    warmup_ms = float(timing.get("pike_warmup_ms") or PIKE_WARMUP_MS)
+    info["buffer_sets"] = 1  # PIKE times the same tensors every call
+    info["pike_rep_ms"] = rep_ms
+    info["pike_warmup_ms"] = warmup_ms
+    is_cuda = device.type == "cuda"
+
+    if is_cuda:
+        def bench():
+            model(*inputs)
+            torch.cuda.synchronize()
+
+        try:
+            from triton.testing import do_bench
+        except Exception:
+            do_bench = None
+        if do_bench is not None:
+            try:
+                times = do_bench(bench, warmup=warmup_ms, rep=rep_ms, return_mode="all")
+            except (AssertionError, TypeError, ValueError):
+                times = None  # a Triton without return_mode="all": same arithmetic below
+            if times is not None:
+                info["pike_source"] = "triton.testing.do_bench"
+                return [float(t) for t in times]
+        return _pike_cuda(torch, bench, warmup_ms, rep_ms, info)
+    return _pike_cpu(lambda: model(*inputs), warmup_ms, rep_ms, info)
+
+
+def _pike_counts(estimate_ms, warmup_ms, rep_ms, info):
+    # do_bench's arithmetic: whole calls that fit the budgets, at least one of each.
+    est = max(estimate_ms, 1e-6)
+    n_warmup = max(1, int(warmup_ms / est))
+    n_repeat = max(1, int(rep_ms / est))
+    info["pike_estimate_ms"] = estimate_ms
+    info["pike_n_warmup"] = n_warmup
+    info["pike_n_repeat"] = n_repeat
+    return n_warmup, n_repeat
+
+
+def _pike_cuda(torch, bench, warmup_ms, rep_ms, info):
+    info["pike_source"] = "kiln (do_bench arithmetic)"
+    bench()
+    torch.cuda.synchronize()
+    cache = torch.empty(DEFAULT_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        cache.zero_()
+        bench()
+    end.record()
+    torch.cuda.synchronize()
+    n_warmup, n_repeat = _pike_counts(start.elapsed_time(end) / 5, warmup_ms, rep_ms, info)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    for _ in range(n_warmup):
+        bench()
+    for i in range(n_repeat):
+        cache.zero_()
+        starts[i].record()
+        bench()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return [float(s.elapsed_time(e)) for s, e in zip(starts, ends)]
+
+
+def _pike_cpu(bench, warmup_ms, rep_ms, info):
+    import time
+
+    info["pike_source"] = "kiln (do_bench arithmetic)"
+    bench()
+    t0 = time.perf_counter_ns()
+    for _ in range(5):
+        bench()
+    n_warmup, n_repeat = _pike_counts((time.perf_counter_ns() - t0) / 1e6 / 5, warmup_ms, rep_ms,
+                                      info)
+    for _ in range(n_warmup):
+        bench()
+    samples = []
+    for _ in range(n_repeat):
+        t0 = time.perf_counter_ns()
+        bench()
+        samples.append((time.perf_counter_ns() - t0) / 1e6)
+    return samples

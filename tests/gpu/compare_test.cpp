@@ -123,6 +123,14 @@ TEST_CASE("identical outputs are correct", "[compare]") {
   CHECK(r.max_rel_diff[1] == 0);
 }
 
+TEST_CASE("a zero tolerance tells equal outputs from nearly equal ones", "[compare]") {
+  // The evaluator uses this to see a reference whose output ignores its inputs.
+  CHECK(compare_outputs(file("ref"), file("same"), {0, 0}).ok);
+  auto r = compare_outputs(file("ref"), file("noisy"), {0, 0});
+  CHECK_FALSE(r.ok);
+  CHECK(r.status == verdict_status::incorrect);
+}
+
 TEST_CASE("a tuple of outputs compares like a list", "[compare]") {
   CHECK(cmp("ref", "tuple").ok);
 }

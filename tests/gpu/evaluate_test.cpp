@@ -248,3 +248,41 @@ TEST_CASE("pike mode runs PIKE's single trial and reports a speedup") {
   }
   CHECK(jobs == 1); // the reference's folder is gone with its outputs; the candidate's stays
 }
+
+TEST_CASE("both runners answer the post-timing re-check and the job file loses its nonce") {
+  auto dir = std::string{KILN_TEST_TMP} + "/evaluate-recheck";
+  fs::remove_all(dir);
+  auto s = test_settings(dir);
+  s.keep_scratch = true;
+  kiln::evaluation_engine engine{s};
+  auto v = evaluate(engine, "mlp_good.py");
+  REQUIRE(v.status == verdict_status::correct);
+  int candidates = 0;
+  for (auto& e : fs::recursive_directory_iterator{dir}) {
+    if (e.path().filename() != "job.json")
+      continue;
+    auto text = slurp(e.path().string());
+    CHECK(text.find("\"recheck_seed\": ") != std::string::npos);
+    CHECK(text.find("\"recheck_seed\": null") == std::string::npos);
+    // The harness rewrote the job without it before the candidate was imported.
+    CHECK(text.find("\"nonce\"") == std::string::npos);
+    CHECK(fs::exists(e.path().parent_path() / "out_recheck.pt"));
+    auto result = slurp((e.path().parent_path() / "result.json").string());
+    CHECK(result.find("\"nonce\": \"\"") == std::string::npos);
+    ++candidates;
+  }
+  CHECK(candidates == 1);
+}
+
+TEST_CASE("a candidate the static scan rejects never starts a runner") {
+  kiln::eval_job job;
+  job.task = task_from(mlp_task);
+  job.candidate_id = "1_MLP#scan";
+  job.code = "import torch\nimport time\n\ntime.perf_counter_ns = lambda: 0\n"
+             "class ModelNew(torch.nn.Module):\n    pass\n";
+  auto v = shared_engine().evaluate(job, 5);
+  CHECK(v.status == verdict_status::rejected);
+  CHECK(v.reason == "static scan: patches time.perf_counter_ns (line 4)");
+  CHECK(v.stderr_tail.empty());
+  CHECK(v.wall_ms < 1000);
+}

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -302,4 +303,56 @@ TEST_CASE("find_python says what it tried", "[python]") {
   CHECK_THROWS_WITH(kiln::find_python(fake), Catch::Contains(fake)
                                                  && Catch::Contains("cannot import torch")
                                                  && Catch::Contains("No module named 'torch'"));
+}
+
+TEST_CASE("start_process returns at once; the child reads the stdin it was given", "[process]") {
+  auto dir = scratch("stdin");
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  auto opts = shell("read -r line; echo \"got $line\"", dir);
+  opts.stdin_fd = fds[0];
+  kiln::child_process child = kiln::start_process(opts);
+  close(fds[0]); // the child has its own copy
+  REQUIRE(child.running());
+  CHECK(child.alive()); // blocked on the pipe: start_process did not wait for it
+  REQUIRE(write(fds[1], "hello\n", 6) == 6);
+  close(fds[1]);
+  process_result r = child.wait(30, 1);
+  CHECK(r.started);
+  CHECK(r.exit_code == 0);
+  CHECK(slurp(opts.stdout_path) == "got hello\n");
+  CHECK_FALSE(child.running());
+}
+
+TEST_CASE("a child_process that goes out of scope takes its group with it", "[process]") {
+  auto dir = scratch("scope");
+  auto opts = shell("echo $$; sleep 100 & sleep 100", dir);
+  int pgid = 0;
+  {
+    kiln::child_process child = kiln::start_process(opts);
+    REQUIRE(child.running());
+    // Bounded poll for the shell to have written its pid.
+    for (int i = 0; i < 3000 && slurp(opts.stdout_path).empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    pgid = std::atoi(slurp(opts.stdout_path).c_str());
+    REQUIRE(pgid == child.pid());
+    kiln::child_process moved = std::move(child);
+    CHECK_FALSE(child.running());
+    CHECK(moved.running());
+  }
+  CHECK(live_members(pgid).empty());
+  CHECK(kill(pgid, 0) != 0); // reaped, not a zombie
+}
+
+TEST_CASE("a child that cannot start reports why without a process", "[process]") {
+  auto dir = scratch("start-fail");
+  auto opts = shell("true", dir);
+  opts.cwd = dir + "/nowhere";
+  kiln::child_process child = kiln::start_process(opts);
+  CHECK_FALSE(child.running());
+  CHECK_FALSE(child.alive());
+  CHECK_THAT(child.error(), Catch::Contains("chdir") && Catch::Contains("nowhere"));
+  process_result r = child.wait(1, 1);
+  CHECK_FALSE(r.started);
+  CHECK(r.error == child.error());
 }

@@ -72,3 +72,31 @@ TEST_CASE("median_ci_rel uses the order statistics around the median", "[timing]
     xs.push_back(i);
   CHECK(kiln::median_ci_rel(xs) == Approx((60.0 - 40.0) / 2 / 50.5));
 }
+
+TEST_CASE("combine_rounds takes the median of the round medians", "[timing]") {
+  // Round medians 2, 10 and 3: one disturbed round cannot move the figure past the others.
+  kiln::timing_stats s = kiln::combine_rounds({{1, 2, 3}, {9, 10, 11}, {3, 3, 3}});
+  CHECK(s.median_ms == Approx(3));
+  CHECK(s.n == 9);
+  CHECK(s.mean_ms == Approx(45.0 / 9));
+  // p10 and p90 come from all samples pooled: 1 2 3 3 3 3 9 10 11.
+  CHECK(s.p10_ms == Approx(1.8));
+  CHECK(s.p90_ms == Approx(10.2));
+}
+
+TEST_CASE("combine_rounds skips rounds without samples", "[timing]") {
+  kiln::timing_stats s = kiln::combine_rounds({{}, {4, 6}, {}});
+  CHECK(s.n == 2);
+  CHECK(s.median_ms == Approx(5));
+  CHECK(kiln::combine_rounds({}).n == 0);
+  CHECK(kiln::combine_rounds({{}, {}}).median_ms == 0);
+}
+
+TEST_CASE("interleaved_order alternates direction between rounds", "[timing]") {
+  using order = std::vector<size_t>;
+  CHECK(kiln::interleaved_order(3, 0) == order{0, 1, 2});
+  CHECK(kiln::interleaved_order(3, 1) == order{2, 1, 0});
+  CHECK(kiln::interleaved_order(3, 2) == order{0, 1, 2});
+  CHECK(kiln::interleaved_order(1, 1) == order{0});
+  CHECK(kiln::interleaved_order(0, 0).empty());
+}

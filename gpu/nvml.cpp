@@ -1,0 +1,279 @@
+#include "gpu/nvml.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include <dlfcn.h>
+
+#include "gpu/devices.hpp"
+
+namespace kiln {
+
+namespace {
+
+// The few declarations of nvml.h that kiln uses, restated so that no NVIDIA header is needed
+// to build: an opaque device handle, int return codes (0 is NVML_SUCCESS), and the enum values
+// of the clock and sensor kinds.
+using nvml_return = int;
+struct nvml_device_st;
+using nvml_device = nvml_device_st*;
+constexpr nvml_return nvml_success = 0;
+constexpr int nvml_clock_sm = 1;
+constexpr int nvml_clock_mem = 2;
+constexpr int nvml_temperature_gpu = 0;
+
+template <class F> bool bind(void* lib, const char* name, F& out) {
+  out = reinterpret_cast<F>(::dlsym(lib, name));
+  return out != nullptr;
+}
+
+int32_t median_of(std::vector<int32_t> xs) {
+  if (xs.empty())
+    return 0;
+  std::sort(xs.begin(), xs.end());
+  return xs[xs.size() / 2];
+}
+
+} // namespace
+
+struct nvml_library::api {
+  nvml_return (*init)() = nullptr;
+  const char* (*error_string)(nvml_return) = nullptr;
+  nvml_return (*by_pci)(const char*, nvml_device*) = nullptr;
+  nvml_return (*by_index)(unsigned, nvml_device*) = nullptr;
+  nvml_return (*clock)(nvml_device, int, unsigned*) = nullptr;
+  nvml_return (*max_clock)(nvml_device, int, unsigned*) = nullptr;
+  nvml_return (*temperature)(nvml_device, int, unsigned*) = nullptr;
+  nvml_return (*power)(nvml_device, unsigned*) = nullptr;
+  nvml_return (*throttle)(nvml_device, unsigned long long*) = nullptr;
+
+  std::string error(nvml_return rc) const {
+    const char* s = error_string ? error_string(rc) : nullptr;
+    return s ? std::string{s} : "NVML error " + std::to_string(rc);
+  }
+};
+
+std::vector<std::string> throttle_names(uint64_t mask) {
+  static const std::pair<uint64_t, const char*> bits[] = {
+      {0x1, "gpu_idle"},
+      {0x2, "applications_clocks_setting"},
+      {0x4, "sw_power_cap"},
+      {0x8, "hw_slowdown"},
+      {0x10, "sync_boost"},
+      {0x20, "sw_thermal_slowdown"},
+      {0x40, "hw_thermal_slowdown"},
+      {0x80, "hw_power_brake_slowdown"},
+      {0x100, "display_clock_setting"},
+  };
+  std::vector<std::string> out;
+  uint64_t known = 0;
+  for (const auto& [bit, name] : bits) {
+    known |= bit;
+    if (mask & bit)
+      out.emplace_back(name);
+  }
+  if (mask & ~known)
+    out.emplace_back("other");
+  return out;
+}
+
+gpu_target gpu_target_for(const std::string& device) {
+  gpu_target t;
+  if (device.rfind("cuda:", 0) != 0)
+    return t;
+  try {
+    t.index = std::stoi(device.substr(5));
+  } catch (const std::exception&) {
+    return t;
+  }
+  t.pci_bus_id = cuda_pci_bus_id(t.index);
+  return t;
+}
+
+nvml_library::nvml_library(std::string file) : file_(std::move(file)) {}
+
+nvml_library::~nvml_library() {
+  // NVML stays initialised for the life of the process (the system instance is never
+  // destroyed); a test instance only drops its reference to the library.
+  if (handle_)
+    ::dlclose(handle_);
+}
+
+nvml_library& nvml_library::system() {
+  // Leaked on purpose: clock samplers may still poll while static destructors run.
+  static auto* lib = new nvml_library{"libnvidia-ml.so.1"};
+  return *lib;
+}
+
+bool nvml_library::load() {
+  if (tried_)
+    return api_ != nullptr;
+  tried_ = true;
+  handle_ = ::dlopen(file_.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle_) {
+    const char* why = ::dlerror();
+    problem_ = "no NVML: cannot load " + file_ + (why ? std::string{" ("} + why + ")" : "");
+    return false;
+  }
+  auto a = std::make_unique<api>();
+  // The _v2 names are the ones every current driver exports; the clocks-event query was
+  // renamed in CUDA 12, and older drivers know only the throttle name.
+  if (!bind(handle_, "nvmlInit_v2", a->init) || !bind(handle_, "nvmlErrorString", a->error_string)
+      || !bind(handle_, "nvmlDeviceGetHandleByPciBusId_v2", a->by_pci)
+      || !bind(handle_, "nvmlDeviceGetHandleByIndex_v2", a->by_index)
+      || !bind(handle_, "nvmlDeviceGetClockInfo", a->clock)
+      || !bind(handle_, "nvmlDeviceGetMaxClockInfo", a->max_clock)) {
+    problem_ = "no NVML: " + file_ + " lacks the functions kiln needs";
+    return false;
+  }
+  bind(handle_, "nvmlDeviceGetTemperature", a->temperature);
+  bind(handle_, "nvmlDeviceGetPowerUsage", a->power);
+  if (!bind(handle_, "nvmlDeviceGetCurrentClocksEventReasons", a->throttle))
+    bind(handle_, "nvmlDeviceGetCurrentClocksThrottleReasons", a->throttle);
+  if (auto rc = a->init(); rc != nvml_success) {
+    problem_ = "no NVML: nvmlInit failed: " + a->error(rc);
+    return false;
+  }
+  api_ = std::move(a);
+  return true;
+}
+
+bool nvml_library::available() {
+  std::lock_guard<std::mutex> lock{mu_};
+  return load();
+}
+
+std::string nvml_library::problem() {
+  std::lock_guard<std::mutex> lock{mu_};
+  load();
+  return problem_;
+}
+
+gpu_reading nvml_library::read(const gpu_target& target) {
+  gpu_reading r;
+  const api* a = nullptr;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    if (!load()) {
+      r.problem = problem_;
+      return r;
+    }
+    a = api_.get(); // immutable once loaded; NVML's own calls are thread-safe
+  }
+  if (target.index < 0) {
+    r.problem = "not a GPU";
+    return r;
+  }
+  nvml_device dev = nullptr;
+  nvml_return rc = target.pci_bus_id.empty()
+                       ? a->by_index(static_cast<unsigned>(target.index), &dev)
+                       : a->by_pci(target.pci_bus_id.c_str(), &dev);
+  if (rc != nvml_success) {
+    r.problem = "NVML has no device "
+                + (target.pci_bus_id.empty() ? "#" + std::to_string(target.index)
+                                             : "at PCI " + target.pci_bus_id)
+                + ": " + a->error(rc);
+    return r;
+  }
+  unsigned v = 0;
+  if ((rc = a->clock(dev, nvml_clock_sm, &v)) != nvml_success) {
+    r.problem = "cannot read the SM clock: " + a->error(rc);
+    return r;
+  }
+  r.readable = true;
+  r.sm_mhz = static_cast<int32_t>(v);
+  if (a->clock(dev, nvml_clock_mem, &v) == nvml_success)
+    r.mem_mhz = static_cast<int32_t>(v);
+  if (a->max_clock(dev, nvml_clock_sm, &v) == nvml_success)
+    r.sm_max_mhz = static_cast<int32_t>(v);
+  if (a->max_clock(dev, nvml_clock_mem, &v) == nvml_success)
+    r.mem_max_mhz = static_cast<int32_t>(v);
+  if (a->temperature && a->temperature(dev, nvml_temperature_gpu, &v) == nvml_success)
+    r.temperature_c = static_cast<int32_t>(v);
+  if (a->power && a->power(dev, &v) == nvml_success)
+    r.power_w = v / 1000.0; // milliwatts
+  unsigned long long mask = 0;
+  if (a->throttle && a->throttle(dev, &mask) == nvml_success)
+    r.throttle_reasons = mask;
+  return r;
+}
+
+// -- clock_sampler -------------------------------------------------------------------------------
+
+clock_sampler::clock_sampler(nvml_library& lib, gpu_target target,
+                             std::chrono::milliseconds period) {
+  if (target.index < 0 || !lib.available())
+    return;
+  thread_ = std::thread{[this, &lib, target, period] { poll(lib, target, period); }};
+}
+
+clock_sampler::clock_sampler(const std::string& device)
+    : clock_sampler(nvml_library::system(), gpu_target_for(device)) {}
+
+clock_sampler::~clock_sampler() {
+  stop();
+}
+
+void clock_sampler::poll(nvml_library& lib, gpu_target target, std::chrono::milliseconds period) {
+  std::unique_lock<std::mutex> lock{mu_};
+  while (!stopping_) {
+    lock.unlock();
+    auto r = lib.read(target);
+    auto at = clock::now();
+    lock.lock();
+    if (!r.readable)
+      return; // it will not get better within one runner's life
+    samples_.push_back({at, r.sm_mhz, r.mem_mhz});
+    cv_.wait_for(lock, period, [this] { return stopping_; });
+  }
+}
+
+void clock_sampler::stop() {
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    if (!stopping_)
+      stopped_at_ = clock::now();
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+clock_summary clock_sampler::summary(clock::time_point from, clock::time_point to) {
+  std::lock_guard<std::mutex> lock{mu_};
+  std::vector<int32_t> sm;
+  std::vector<int32_t> mem;
+  for (const auto& s : samples_)
+    if (s.at >= from && s.at <= to) {
+      sm.push_back(s.sm_mhz);
+      mem.push_back(s.mem_mhz);
+    }
+  if (sm.empty())
+    for (const auto& s : samples_) {
+      sm.push_back(s.sm_mhz);
+      mem.push_back(s.mem_mhz);
+    }
+  return {median_of(sm), median_of(mem), static_cast<int32_t>(sm.size())};
+}
+
+clock_summary clock_sampler::summary() {
+  return summary(clock::time_point::min(), clock::time_point::max());
+}
+
+clock_summary clock_sampler::last(double span_ms) {
+  stop();
+  // Writing result.json and leaving take a moment after the loop; 250 ms covers that.
+  auto span = std::chrono::duration_cast<clock::duration>(
+      std::chrono::duration<double, std::milli>(std::max(0.0, span_ms) + 250.0));
+  return summary(stopped_at_ - span, stopped_at_);
+}
+
+timing_stats with_clocks(timing_stats s, clock_sampler& clocks, double span_ms) {
+  auto c = clocks.last(span_ms);
+  s.sm_clock_mhz = c.sm_mhz;
+  s.mem_clock_mhz = c.mem_mhz;
+  return s;
+}
+
+} // namespace kiln

@@ -1,0 +1,215 @@
+#include "gpu/runner_pool.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include <spdlog/spdlog.h>
+
+namespace kiln {
+
+namespace fs = std::filesystem;
+
+runner_process::~runner_process() {
+  if (child_.running())
+    child_.kill();
+  if (control_ >= 0)
+    ::close(control_);
+  if (owns_dir_ && !dir_.empty()) {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+}
+
+bool runner_process::poll_control(int wait_ms) {
+  if (control_ < 0)
+    return false;
+  pollfd pfd{control_, POLLIN, 0};
+  int n = ::poll(&pfd, 1, wait_ms);
+  if (n <= 0)
+    return true; // nothing yet (or EINTR): still open as far as we know
+  char buf[64];
+  ssize_t got = ::recv(control_, buf, sizeof buf, MSG_DONTWAIT);
+  if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR))
+    return false;
+  // The runner says nothing but "ready\n"; any byte from it means the import is done.
+  if (got > 0)
+    ready_ = true;
+  return true;
+}
+
+bool runner_process::ready() {
+  if (!ready_)
+    poll_control(0);
+  return ready_;
+}
+
+process_result runner_process::run(const std::string& job_path, double timeout_s,
+                                   double kill_grace_s) {
+  std::string line = job_path + "\n";
+  // MSG_NOSIGNAL: a runner that died meanwhile must not take the daemon with it (SIGPIPE). Its
+  // ending is then what `wait` reports, with no result.
+  size_t sent = 0;
+  while (sent < line.size()) {
+    ssize_t n = ::send(control_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+    if (n > 0)
+      sent += static_cast<size_t>(n);
+    else if (n < 0 && errno == EINTR)
+      continue;
+    else
+      break;
+  }
+  ::close(control_);
+  control_ = -1;
+  return child_.wait(timeout_s, kill_grace_s);
+}
+
+runner_pool::runner_pool(runner_launch launch, size_t size)
+    : launch_(std::move(launch)), size_(size) {}
+
+runner_pool::~runner_pool() {
+  idle_.clear();
+}
+
+std::vector<pid_t> runner_pool::idle_pids() const {
+  std::vector<pid_t> out;
+  for (const auto& r : idle_)
+    out.push_back(r->pid());
+  return out;
+}
+
+std::unique_ptr<runner_process> runner_pool::spawn(bool warm, std::string& error) {
+  std::unique_ptr<runner_process> r{new runner_process};
+  r->warm_ = warm;
+  std::error_code ec;
+  for (;;) {
+    auto dir =
+        launch_.runners_dir + "/r" + std::to_string(counter_++) + "-" + std::to_string(::getpid());
+    if (fs::create_directory(dir, ec)) {
+      r->dir_ = dir;
+      break;
+    }
+    if (ec) {
+      error = "cannot create a runner folder in " + launch_.runners_dir + ": " + ec.message();
+      return nullptr;
+    }
+  }
+  fs::create_directories(r->dir_ + "/tmp", ec);
+
+  // A socket, not a pipe: the runner answers "ready" on the same descriptor it reads its job
+  // from, and its end is the runner's stdin, so nothing else has to survive execve.
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    error = "cannot create the runner's control socket: " + std::string{std::strerror(errno)};
+    return nullptr;
+  }
+  r->control_ = pair[0];
+  sandbox_policy policy = launch_.sandbox;
+  policy.writable_dirs.push_back(r->dir_);
+  process_options opts;
+  opts.argv = {launch_.python, "-I", "-B", launch_.harness_path, "--serve"};
+  opts.env = launch_.env ? launch_.env(r->dir_) : std::vector<std::string>{};
+  opts.cwd = r->dir_;
+  opts.stdout_path = r->stdout_path();
+  opts.stderr_path = r->stderr_path();
+  opts.stdin_fd = pair[1];
+  opts.sandbox = &policy;
+  r->child_ = start_process(opts);
+  ::close(pair[1]);
+  if (!r->child_.running()) {
+    error = r->child_.error();
+    return nullptr;
+  }
+  spdlog::debug("runner pool {}: started {} runner {} in {}", launch_.device,
+                warm ? "a warm" : "a cold", r->pid(), r->dir_);
+  return r;
+}
+
+void runner_pool::discard(std::unique_ptr<runner_process> r, const char* why) {
+  auto pid = r->pid();
+  auto end = r->child_.kill();
+  std::string how = end.signal != 0 ? "signal " + std::to_string(end.signal)
+                                    : "exit code " + std::to_string(end.exit_code);
+  spdlog::warn("runner pool {}: discarding runner {}: {} ({})", launch_.device, pid, why, how);
+}
+
+void runner_pool::wait_quiet() {
+  using clock = std::chrono::steady_clock;
+  auto deadline = clock::now()
+                  + std::chrono::duration_cast<clock::duration>(
+                      std::chrono::duration<double>(std::max(0.0, launch_.ready_timeout_s)));
+  for (;;) {
+    std::vector<pollfd> waiting;
+    for (auto it = idle_.begin(); it != idle_.end();) {
+      auto& r = *it;
+      if (!r->ready() && !r->poll_control(0)) {
+        auto dead = std::move(r);
+        it = idle_.erase(it);
+        discard(std::move(dead), "died while importing");
+        continue;
+      }
+      if (!r->ready_)
+        waiting.push_back({r->control_, POLLIN, 0});
+      ++it;
+    }
+    if (waiting.empty())
+      return;
+    auto left = std::chrono::duration<double, std::milli>(deadline - clock::now()).count();
+    if (left <= 0) {
+      for (auto it = idle_.begin(); it != idle_.end();) {
+        if ((*it)->ready_) {
+          ++it;
+          continue;
+        }
+        auto slow = std::move(*it);
+        it = idle_.erase(it);
+        discard(std::move(slow), "not ready in time");
+      }
+      return;
+    }
+    // Wakes when a runner says ready or closes its socket (exits); the loop sorts out which.
+    ::poll(waiting.data(), waiting.size(), static_cast<int>(std::min(left + 1, 60000.0)));
+  }
+}
+
+std::unique_ptr<runner_process> runner_pool::take(std::string& error) {
+  if (launch_.quiet_before_jobs)
+    wait_quiet();
+  std::unique_ptr<runner_process> r;
+  while (!idle_.empty() && !r) {
+    auto next = std::move(idle_.front());
+    idle_.pop_front();
+    if (next->child_.alive() && next->poll_control(0))
+      r = std::move(next);
+    else
+      discard(std::move(next), "died while idle");
+  }
+  if (!r)
+    r = spawn(false, error);
+  if (launch_.refill_on_take)
+    refill();
+  return r;
+}
+
+void runner_pool::refill() {
+  while (idle_.size() < size_) {
+    std::string error;
+    auto r = spawn(true, error);
+    if (!r) {
+      // The next take() starts one cold and reports the error with the job.
+      spdlog::warn("runner pool {}: cannot start a runner: {}", launch_.device, error);
+      return;
+    }
+    idle_.push_back(std::move(r));
+  }
+}
+
+} // namespace kiln

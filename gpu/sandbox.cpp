@@ -1,0 +1,383 @@
+#include "gpu/sandbox.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+// Landlock's user API, spelled out here because the build machine's kernel headers (Debian 12:
+// 6.1) predate the rights kiln uses; the values are the kernel's stable ABI.
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#endif
+#ifndef SYS_landlock_add_rule
+#define SYS_landlock_add_rule 445
+#endif
+#ifndef SYS_landlock_restrict_self
+#define SYS_landlock_restrict_self 446
+#endif
+
+namespace kiln {
+
+namespace {
+
+namespace ll {
+constexpr uint32_t create_ruleset_version = 1U << 0;
+constexpr int rule_path_beneath = 1;
+
+constexpr uint64_t fs_write_file = 1ULL << 1;
+constexpr uint64_t fs_remove_dir = 1ULL << 4;
+constexpr uint64_t fs_remove_file = 1ULL << 5;
+constexpr uint64_t fs_make_char = 1ULL << 6;
+constexpr uint64_t fs_make_dir = 1ULL << 7;
+constexpr uint64_t fs_make_reg = 1ULL << 8;
+constexpr uint64_t fs_make_sock = 1ULL << 9;
+constexpr uint64_t fs_make_fifo = 1ULL << 10;
+constexpr uint64_t fs_make_block = 1ULL << 11;
+constexpr uint64_t fs_make_sym = 1ULL << 12;
+constexpr uint64_t fs_refer = 1ULL << 13;    // ABI 2
+constexpr uint64_t fs_truncate = 1ULL << 14; // ABI 3
+
+constexpr uint64_t net_bind_tcp = 1ULL << 0; // ABI 4
+constexpr uint64_t net_connect_tcp = 1ULL << 1;
+
+constexpr uint64_t scope_abstract_unix_socket = 1ULL << 0; // ABI 6
+constexpr uint64_t scope_signal = 1ULL << 1;
+
+struct ruleset_attr {
+  uint64_t handled_access_fs;
+  uint64_t handled_access_net;
+  uint64_t scoped;
+};
+
+struct __attribute__((packed)) path_beneath_attr {
+  uint64_t allowed_access;
+  int32_t parent_fd;
+};
+} // namespace ll
+
+std::string errno_text(int err) {
+  char buf[256];
+  return strerror_r(err, buf, sizeof buf);
+}
+
+// Tries `flags` in a child that exits at once: the only reliable way to learn whether this
+// process may create those namespaces (capabilities, user-namespace sysctls, seccomp filters of
+// a container and LSMs all have a say).
+std::string try_clone(int flags) {
+  long pid = ::syscall(SYS_clone, static_cast<unsigned long>(flags | SIGCHLD), nullptr, nullptr,
+                       nullptr, nullptr);
+  if (pid < 0)
+    return errno_text(errno);
+  if (pid == 0)
+    ::_exit(0);
+  int status = 0;
+  while (::waitpid(static_cast<pid_t>(pid), &status, 0) < 0 && errno == EINTR) {
+  }
+  return {};
+}
+
+sandbox_support probe() {
+  sandbox_support s;
+  s.net_namespace_error = try_clone(CLONE_NEWNET);
+  s.net_namespace = s.net_namespace_error.empty();
+  s.pid_namespace_error = try_clone(CLONE_NEWPID);
+  s.pid_namespace = s.pid_namespace_error.empty();
+  long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, ll::create_ruleset_version);
+  if (abi > 0) {
+    s.landlock_abi = static_cast<int>(abi);
+  } else {
+    // ENOSYS: a kernel without Landlock; EOPNOTSUPP: built in but not enabled at boot (`lsm=`).
+    s.landlock_error = errno == EOPNOTSUPP ? "disabled at boot" : errno_text(errno);
+  }
+  return s;
+}
+
+uint64_t handled_fs_rights(int abi) {
+  uint64_t rights = ll::fs_write_file | ll::fs_remove_dir | ll::fs_remove_file | ll::fs_make_char
+                    | ll::fs_make_dir | ll::fs_make_reg | ll::fs_make_sock | ll::fs_make_fifo
+                    | ll::fs_make_block | ll::fs_make_sym;
+  if (abi >= 2)
+    rights |= ll::fs_refer;
+  if (abi >= 3)
+    rights |= ll::fs_truncate;
+  return rights;
+}
+
+/// Allows `rights` beneath `path` (a folder) or on it (a file: only file rights are valid).
+bool allow_path(int ruleset, const std::string& path, uint64_t rights, int abi,
+                std::string& error) {
+  int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (fd < 0) {
+    error = "sandbox: cannot open writable path '" + path + "': " + errno_text(errno);
+    return false;
+  }
+  rights &= handled_fs_rights(abi);
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode))
+    rights &= ll::fs_write_file | (abi >= 3 ? ll::fs_truncate : 0);
+  ll::path_beneath_attr attr{rights, fd};
+  long rc = ::syscall(SYS_landlock_add_rule, ruleset, ll::rule_path_beneath, &attr, 0);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) {
+    error = "sandbox: landlock rule for '" + path + "': " + errno_text(err);
+    return false;
+  }
+  return true;
+}
+
+/// Device files a runner opens for writing: /dev/null (subprocess' DEVNULL, shells) and, on a
+/// GPU host, the NVIDIA files that CUDA opens O_RDWR.
+std::vector<std::string> device_files() {
+  std::vector<std::string> out = {"/dev/null"};
+  if (DIR* dev = ::opendir("/dev")) {
+    while (dirent* e = ::readdir(dev))
+      if (std::strncmp(e->d_name, "nvidia", 6) == 0)
+        out.push_back(std::string{"/dev/"} + e->d_name);
+    ::closedir(dev);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int create_ruleset(const sandbox_support& support, bool deny_tcp, std::string& error) {
+  int abi = support.landlock_abi;
+  ll::ruleset_attr attr{};
+  attr.handled_access_fs = handled_fs_rights(abi);
+  size_t size = sizeof attr.handled_access_fs;
+  if (deny_tcp && abi >= 4) {
+    // Handled with no rule that allows them: every TCP bind and connect is refused.
+    attr.handled_access_net = ll::net_bind_tcp | ll::net_connect_tcp;
+    size = offsetof(ll::ruleset_attr, scoped);
+  }
+  if (abi >= 6) {
+    // Signals to processes outside the sandbox (the daemon, other runners) and abstract unix
+    // sockets of others are refused.
+    attr.scoped = ll::scope_abstract_unix_socket | ll::scope_signal;
+    size = sizeof attr;
+  }
+  long fd = ::syscall(SYS_landlock_create_ruleset, &attr, size, 0U);
+  if (fd < 0) {
+    error = "sandbox: landlock_create_ruleset: " + errno_text(errno);
+    return -1;
+  }
+  return static_cast<int>(fd);
+}
+
+} // namespace
+
+sandbox_mode parse_sandbox_mode(const std::string& text) {
+  if (text == "auto")
+    return sandbox_mode::automatic;
+  if (text == "required")
+    return sandbox_mode::required;
+  if (text == "off")
+    return sandbox_mode::off;
+  throw std::invalid_argument("unknown sandbox mode '" + text
+                              + "' (expected \"auto\", \"required\" or \"off\")");
+}
+
+const char* to_string(sandbox_mode mode) {
+  switch (mode) {
+    case sandbox_mode::automatic:
+      return "auto";
+    case sandbox_mode::required:
+      return "required";
+    case sandbox_mode::off:
+      return "off";
+  }
+  return "?";
+}
+
+std::string sandbox_support::description() const {
+  std::string net = "network: ";
+  if (net_namespace)
+    net += "own namespace";
+  else if (landlock_abi >= 4)
+    net += "TCP denied by landlock (new namespace: " + net_namespace_error + ")";
+  else
+    net += "not isolated (new namespace: " + net_namespace_error + "; landlock "
+           + (landlock_abi > 0 ? "ABI " + std::to_string(landlock_abi) + " < 4" : landlock_error)
+           + ")";
+  std::string pids = "pids: ";
+  pids += pid_namespace ? "own namespace"
+                        : "shared, descendants may outlive a runner (new namespace: "
+                              + pid_namespace_error + ")";
+  std::string files = "files: ";
+  files += landlock_abi > 0 ? "landlock ABI " + std::to_string(landlock_abi)
+                                  + " (writes only to scratch and cache)"
+                            : "not isolated (landlock: " + landlock_error + ")";
+  return net + "; " + pids + "; " + files;
+}
+
+std::string sandbox_support::missing() const {
+  std::vector<std::string> parts;
+  if (!net_namespace && landlock_abi < 4)
+    parts.push_back("network isolation (new network namespace: " + net_namespace_error
+                    + "; landlock network rules need ABI 4, have "
+                    + (landlock_abi > 0 ? std::to_string(landlock_abi) : landlock_error) + ")");
+  if (!pid_namespace)
+    parts.push_back("a new PID namespace (" + pid_namespace_error + ")");
+  if (landlock_abi == 0)
+    parts.push_back("landlock (" + landlock_error + ")");
+  std::string out;
+  for (const auto& p : parts)
+    out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
+const sandbox_support& probe_sandbox() {
+  static const sandbox_support support = probe();
+  return support;
+}
+
+sandbox_plan::~sandbox_plan() {
+  if (landlock_fd >= 0)
+    ::close(landlock_fd);
+}
+
+sandbox_plan::sandbox_plan(sandbox_plan&& other) noexcept {
+  *this = std::move(other);
+}
+
+sandbox_plan& sandbox_plan::operator=(sandbox_plan&& other) noexcept {
+  if (this == &other)
+    return *this;
+  if (landlock_fd >= 0)
+    ::close(landlock_fd);
+  clone_flags = other.clone_flags;
+  landlock_fd = std::exchange(other.landlock_fd, -1);
+  limit_memory = other.limit_memory;
+  memory = other.memory;
+  limit_files = other.limit_files;
+  files = other.files;
+  lower_oom_priority = other.lower_oom_priority;
+  return *this;
+}
+
+bool sandbox_plan::new_pid_namespace() const {
+  return (clone_flags & CLONE_NEWPID) != 0;
+}
+
+bool prepare_sandbox(const sandbox_policy& policy, sandbox_plan& plan, std::string& error) {
+  plan = sandbox_plan{};
+  if (policy.mode == sandbox_mode::off)
+    return true;
+  const auto& support = probe_sandbox();
+  if (policy.mode == sandbox_mode::required) {
+    if (auto missing = support.missing(); !missing.empty()) {
+      error = "sandbox = \"required\", but this machine does not permit " + missing;
+      return false;
+    }
+  } else if (auto missing = support.missing(); !missing.empty()) {
+    static std::once_flag logged;
+    std::call_once(logged, [&] {
+      spdlog::warn("sandbox: runners start without {} ({})", missing, support.description());
+    });
+  }
+
+  if (support.net_namespace)
+    plan.clone_flags |= CLONE_NEWNET;
+  if (support.pid_namespace)
+    plan.clone_flags |= CLONE_NEWPID;
+
+  if (support.landlock_abi > 0) {
+    int fd = create_ruleset(support, !support.net_namespace, error);
+    if (fd < 0)
+      return false;
+    plan.landlock_fd = fd;
+    const uint64_t rights = handled_fs_rights(support.landlock_abi);
+    for (const auto& dir : policy.writable_dirs)
+      if (!allow_path(fd, dir, rights, support.landlock_abi, error))
+        return false;
+    for (const auto& file : device_files())
+      if (!allow_path(fd, file, ll::fs_write_file | ll::fs_truncate, support.landlock_abi, error))
+        return false;
+    // POSIX semaphores and shared memory live there: Python's multiprocessing (used by
+    // torch.compile's worker pool) cannot create a lock without it.
+    std::string ignored;
+    allow_path(fd, "/dev/shm", rights, support.landlock_abi, ignored);
+  }
+
+  if (policy.memory_limit_bytes > 0) {
+    struct rlimit current {};
+    ::getrlimit(RLIMIT_AS, &current);
+    auto wanted = static_cast<rlim_t>(policy.memory_limit_bytes);
+    plan.limit_memory = true;
+    plan.memory.rlim_cur =
+        current.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, current.rlim_max);
+    plan.memory.rlim_max = plan.memory.rlim_cur;
+  }
+  // Enough for ninja, nvcc and Triton; bounded so that a leaking candidate fails on its own
+  // instead of exhausting the host's file table.
+  struct rlimit nofile {};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    constexpr rlim_t cap = 16384;
+    rlim_t hard = nofile.rlim_max == RLIM_INFINITY ? cap : std::min(cap, nofile.rlim_max);
+    plan.limit_files = true;
+    plan.files.rlim_cur = std::min(nofile.rlim_cur, hard);
+    plan.files.rlim_max = hard;
+  }
+  plan.lower_oom_priority = true;
+  return true;
+}
+
+const char* describe(sandbox_stage stage) {
+  switch (stage) {
+    case sandbox_stage::oom_score:
+      return "oom_score_adj";
+    case sandbox_stage::limits:
+      return "sandbox setrlimit";
+    case sandbox_stage::no_new_privs:
+      return "PR_SET_NO_NEW_PRIVS";
+    case sandbox_stage::landlock:
+      return "landlock_restrict_self";
+  }
+  return "sandbox";
+}
+
+int apply_sandbox(const sandbox_plan& plan, sandbox_stage& stage) {
+  if (plan.lower_oom_priority) {
+    // Under memory pressure the kernel should kill a runner, never the daemon. Best effort:
+    // some containers make the file read-only.
+    int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t ignored = ::write(fd, "1000", 4);
+      (void)ignored;
+      ::close(fd);
+    }
+  }
+  stage = sandbox_stage::limits;
+  if (plan.limit_memory && ::setrlimit(RLIMIT_AS, &plan.memory) != 0)
+    return errno;
+  if (plan.limit_files && ::setrlimit(RLIMIT_NOFILE, &plan.files) != 0)
+    return errno;
+  if (plan.landlock_fd >= 0) {
+    stage = sandbox_stage::no_new_privs;
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+      return errno;
+    stage = sandbox_stage::landlock;
+    if (::syscall(SYS_landlock_restrict_self, plan.landlock_fd, 0U) != 0)
+      return errno;
+  }
+  return 0;
+}
+
+} // namespace kiln

@@ -1,0 +1,317 @@
+// Runner isolation with real children: each case runs the same small program inside the sandbox
+// and, as a control, without it, so that a sandbox that does nothing cannot pass.
+
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gpu/process.hpp"
+#include "gpu/sandbox.hpp"
+
+namespace fs = std::filesystem;
+using kiln::sandbox_mode;
+using kiln::sandbox_policy;
+
+namespace {
+
+std::string scratch(const std::string& name) {
+  fs::path dir = fs::path(KILN_TEST_TMP) / "sandbox" / std::to_string(::getpid()) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return fs::canonical(dir).string();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct run_outcome {
+  kiln::process_result proc;
+  std::string out;
+  std::string err;
+};
+
+run_outcome run_shell(const std::string& script, const std::string& dir,
+                      const sandbox_policy* policy, double timeout_s = 30) {
+  kiln::process_options opts;
+  opts.argv = {"/bin/sh", "-c", script};
+  opts.env = {"PATH=/usr/bin:/bin"};
+  opts.cwd = dir;
+  opts.stdout_path = dir + "/out.txt";
+  opts.stderr_path = dir + "/err.txt";
+  opts.timeout_s = timeout_s;
+  opts.kill_grace_s = 1;
+  opts.sandbox = policy;
+  run_outcome o;
+  o.proc = kiln::run_process(opts);
+  o.out = slurp(opts.stdout_path);
+  o.err = slurp(opts.stderr_path);
+  return o;
+}
+
+sandbox_policy confined(const std::string& writable) {
+  sandbox_policy p;
+  p.mode = sandbox_mode::automatic;
+  p.writable_dirs = {writable};
+  return p;
+}
+
+const sandbox_policy off_policy{};
+
+bool network_isolated() {
+  const auto& s = kiln::probe_sandbox();
+  return s.net_namespace || s.landlock_abi >= 4;
+}
+
+/// Pids of live processes whose command line contains `marker`.
+std::vector<int> processes_with(const std::string& marker) {
+  std::vector<int> out;
+  DIR* proc = ::opendir("/proc");
+  REQUIRE(proc != nullptr);
+  while (dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    std::string cmd = slurp(std::string("/proc/") + e->d_name + "/cmdline");
+    for (auto& c : cmd)
+      if (c == '\0')
+        c = ' ';
+    std::string stat = slurp(std::string("/proc/") + e->d_name + "/stat");
+    auto paren = stat.rfind(')');
+    bool zombie = paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+    if (!zombie && cmd.find(marker) != std::string::npos)
+      out.push_back(std::atoi(e->d_name));
+  }
+  ::closedir(proc);
+  return out;
+}
+
+/// Polls (bounded) until no live process carries `marker`; the kernel may need a moment.
+bool gone_within(const std::string& marker, std::chrono::seconds bound) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!processes_with(marker).empty()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    ::usleep(10'000);
+  }
+  return true;
+}
+
+} // namespace
+
+TEST_CASE("sandbox modes parse, and a bad one is named", "[sandbox]") {
+  CHECK(kiln::parse_sandbox_mode("auto") == sandbox_mode::automatic);
+  CHECK(kiln::parse_sandbox_mode("required") == sandbox_mode::required);
+  CHECK(kiln::parse_sandbox_mode("off") == sandbox_mode::off);
+  CHECK_THROWS_WITH(kiln::parse_sandbox_mode("strict"), Catch::Contains("'strict'"));
+}
+
+TEST_CASE("the probe describes every kind of isolation in one line", "[sandbox]") {
+  const auto& s = kiln::probe_sandbox();
+  auto line = s.description();
+  INFO(line);
+  CHECK(line.find("network: ") == 0);
+  CHECK(line.find("; pids: ") != std::string::npos);
+  CHECK(line.find("; files: ") != std::string::npos);
+  CHECK(line.find('\n') == std::string::npos);
+  if (s.pid_namespace)
+    CHECK(line.find("pids: own namespace") != std::string::npos);
+  else
+    CHECK_FALSE(s.pid_namespace_error.empty());
+  // `required` needs exactly what the description says is there.
+  CHECK(s.missing().empty() == (network_isolated() && s.pid_namespace && s.landlock_abi > 0));
+  CHECK(&kiln::probe_sandbox() == &s); // probed once
+}
+
+TEST_CASE("a sandboxed child cannot connect to a TCP listener on loopback", "[sandbox]") {
+  if (!network_isolated()) {
+    WARN("network isolation not permitted here: " << kiln::probe_sandbox().description());
+    return;
+  }
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(listener, 4) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const auto port = std::to_string(ntohs(addr.sin_port));
+  // bash's /dev/tcp is not in dash: python without site (fast, no torch) makes the attempt.
+  auto script = "exec python3 -S -c \"import socket,sys\ntry:\n"
+                " socket.create_connection(('127.0.0.1', "
+                + port
+                + "), timeout=5)\n print('connected')\nexcept OSError as e:\n"
+                  " print('refused', e.errno)\"";
+  auto accepted = [&] {
+    int fd = ::accept(listener, nullptr, nullptr);
+    if (fd >= 0)
+      ::close(fd);
+    return fd >= 0;
+  };
+
+  auto dir = scratch("tcp");
+  auto policy = confined(dir);
+  auto in = run_shell(script, dir, &policy);
+  INFO(in.out << in.err);
+  CHECK(in.proc.exit_code == 0);
+  CHECK(in.out.rfind("refused", 0) == 0);
+  CHECK_FALSE(accepted());
+
+  auto control = run_shell(script, dir, &off_policy);
+  INFO(control.out << control.err);
+  CHECK(control.out == "connected\n");
+  CHECK(accepted());
+  ::close(listener);
+}
+
+TEST_CASE("a sandboxed child writes only beneath its writable folders", "[sandbox]") {
+  if (kiln::probe_sandbox().landlock_abi == 0) {
+    WARN("landlock not available here: " << kiln::probe_sandbox().description());
+    return;
+  }
+  auto dir = scratch("files");
+  auto inside = dir + "/inside";
+  auto outside = dir + "/outside";
+  fs::create_directories(inside);
+  fs::create_directories(outside);
+  std::ofstream(outside + "/existing") << "original\n";
+  auto script = "echo in > " + inside + "/new && mkdir " + inside + "/sub && echo ok >/dev/null; "
+                + "echo out > " + outside + "/new; echo overwritten > " + outside + "/existing; "
+                + "rm -f " + outside + "/existing; mkdir " + outside + "/sub; exit 0";
+
+  auto policy = confined(inside);
+  auto in = run_shell(script, inside, &policy);
+  INFO(in.err);
+  CHECK(in.proc.exit_code == 0);
+  CHECK(slurp(inside + "/new") == "in\n");
+  CHECK(fs::is_directory(inside + "/sub"));
+  CHECK_FALSE(fs::exists(outside + "/new"));
+  CHECK(slurp(outside + "/existing") == "original\n");
+  CHECK_FALSE(fs::exists(outside + "/sub"));
+  CHECK(in.err.find("Permission denied") != std::string::npos);
+
+  auto control = run_shell(script, inside, &off_policy);
+  CHECK(slurp(outside + "/new") == "out\n");
+  CHECK_FALSE(fs::exists(outside + "/existing"));
+}
+
+TEST_CASE("everything a sandboxed child leaves behind dies with it", "[sandbox]") {
+  if (!kiln::probe_sandbox().pid_namespace) {
+    WARN("PID namespaces not permitted here: " << kiln::probe_sandbox().description());
+    return;
+  }
+  auto dir = scratch("pidns");
+  // setsid: the grandchild leaves the process group, so killing the group cannot reach it.
+  // The odd duration is the marker that finds it in /proc.
+  const std::string marker = "8" + std::to_string(100000 + ::getpid() % 100000) + ".25";
+  // It says when it has its own session, so the shell cannot exit (and its group be killed)
+  // before the grandchild got away.
+  auto script = "echo $$; rm -f started; setsid sh -c 'echo > started; exec sleep " + marker
+                + "' </dev/null >/dev/null 2>&1 & while [ ! -e started ]; do :; done; exit 0";
+
+  auto policy = confined(dir);
+  auto in = run_shell(script, dir, &policy);
+  CHECK(in.proc.exit_code == 0);
+  CHECK(in.out == "2\n"); // the program runs as the child of its namespace's init
+  CHECK(gone_within("sleep " + marker, std::chrono::seconds(5)));
+
+  auto control = run_shell(script, dir, &off_policy);
+  CHECK(control.proc.exit_code == 0);
+  auto survivors = processes_with("sleep " + marker);
+  CHECK_FALSE(survivors.empty()); // without the namespace it escapes: the case can fail
+  for (int pid : survivors)
+    ::kill(pid, SIGKILL);
+  CHECK(gone_within("sleep " + marker, std::chrono::seconds(5)));
+}
+
+TEST_CASE("a sandboxed child's exit code, signal and timeout are reported as its own",
+          "[sandbox]") {
+  auto dir = scratch("status");
+  auto policy = confined(dir);
+  auto exited = run_shell("exit 7", dir, &policy);
+  CHECK(exited.proc.exit_code == 7);
+  CHECK(exited.proc.signal == 0);
+
+  // As the init of a namespace it would ignore this; as the init's child it dies of it.
+  auto killed = run_shell("kill -SEGV $$; sleep 5", dir, &policy);
+  CHECK(killed.proc.signal == SIGSEGV);
+  CHECK(killed.proc.exit_code == -1);
+  CHECK(killed.proc.wall_ms < 4000);
+
+  auto hung = run_shell("sleep 100", dir, &policy, 0.3);
+  CHECK(hung.proc.timed_out);
+  CHECK(hung.proc.signal == SIGTERM); // the grace period was not needed
+  CHECK(hung.proc.wall_ms < 300 + 900);
+}
+
+TEST_CASE("a start that fails inside the sandbox says where", "[sandbox]") {
+  auto dir = scratch("fail");
+  auto policy = confined(dir);
+  kiln::process_options opts;
+  opts.argv = {"/bin/true"};
+  opts.cwd = dir + "/nowhere";
+  opts.sandbox = &policy;
+  auto r = kiln::run_process(opts);
+  CHECK_FALSE(r.started);
+  CHECK_THAT(r.error, Catch::Contains("chdir") && Catch::Contains("nowhere"));
+
+  auto bad = confined(dir + "/missing");
+  opts.cwd = dir;
+  opts.sandbox = &bad;
+  r = kiln::run_process(opts);
+  CHECK_FALSE(r.started);
+  if (kiln::probe_sandbox().landlock_abi > 0)
+    CHECK_THAT(r.error, Catch::Contains("missing") && Catch::Contains("No such file"));
+}
+
+TEST_CASE("an address-space limit turns a huge allocation into MemoryError", "[sandbox]") {
+  auto dir = scratch("memory");
+  auto policy = confined(dir);
+  policy.memory_limit_bytes = 512L << 20;
+  auto script = "exec python3 -S -c \"b = bytearray(2 << 30); print(len(b))\"";
+  auto in = run_shell(script, dir, &policy);
+  INFO(in.err);
+  CHECK(in.proc.exit_code == 1);
+  CHECK(in.proc.signal == 0);
+  CHECK(in.err.find("MemoryError") != std::string::npos);
+
+  auto control = run_shell(script, dir, &off_policy);
+  INFO(control.err);
+  CHECK(control.out == std::to_string(2L << 30) + "\n");
+}
+
+TEST_CASE("required mode refuses to start without every feature", "[sandbox]") {
+  auto dir = scratch("required");
+  auto policy = confined(dir);
+  policy.mode = sandbox_mode::required;
+  kiln::process_options opts;
+  opts.argv = {"/bin/true"};
+  opts.sandbox = &policy;
+  auto r = kiln::run_process(opts);
+  const auto missing = kiln::probe_sandbox().missing();
+  if (missing.empty()) {
+    CHECK(r.started);
+    CHECK(r.exit_code == 0);
+  } else {
+    CHECK_FALSE(r.started);
+    CHECK_THAT(r.error, Catch::Contains("required") && Catch::Contains(missing));
+  }
+}
