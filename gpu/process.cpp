@@ -240,6 +240,11 @@ pid_t raw_clone(int flags) {
 }
 
 [[noreturn]] void exec_program(const child_plan& plan) {
+  if (plan.sandbox != nullptr) {
+    sandbox_stage stage = sandbox_stage::landlock;
+    if (int err = apply_file_rules(*plan.sandbox, stage); err != 0)
+      child_fail(plan, static_cast<int>(stage), err);
+  }
   if (::dup2(plan.in_fd, 0) < 0 || ::dup2(plan.out_fd, 1) < 0 || ::dup2(plan.err_fd, 2) < 0)
     child_fail(plan, child_stage::stdio);
   if (plan.cwd != nullptr && ::chdir(plan.cwd) != 0)

@@ -248,10 +248,11 @@ std::vector<std::string> runner_env(const std::string& python, const std::string
       "TRITON_CACHE_DIR=" + work_dir + "/cache/triton",
       "CUDA_VISIBLE_DEVICES=" + visible,
   };
-  // Passed through when set: where CUDA lives, and the host's safety switches (shared GPU
+  // Passed through when set: where CUDA and the driver's libraries live (container hosts keep
+  // libcuda outside the loader's default paths), and the host's safety switches (shared GPU
   // servers turn NVLink multicast off, and every program there must keep it off).
-  for (const char* name : {"CUDA_HOME", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-                           "NVSHMEM_DISABLE_NVLS"})
+  for (const char* name : {"CUDA_HOME", "LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE",
+                           "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"})
     if (const char* value = std::getenv(name))
       env.push_back(std::string{name} + "=" + value);
   return env;

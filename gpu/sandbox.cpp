@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -77,27 +78,55 @@ std::string errno_text(int err) {
   return strerror_r(err, buf, sizeof buf);
 }
 
-// Tries `flags` in a child that exits at once: the only reliable way to learn whether this
-// process may create those namespaces (capabilities, user-namespace sysctls, seccomp filters of
-// a container and LSMs all have a say).
-std::string try_clone(int flags) {
+// Tries `flags` in a child that exits at once, after `then` when given (its errno, or 0): the
+// only reliable way to learn whether this process may create those namespaces (capabilities,
+// user-namespace sysctls, seccomp filters of a container and LSMs all have a say).
+std::string try_clone(int flags, int (*then)() = nullptr) {
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0)
+    return errno_text(errno);
   long pid = ::syscall(SYS_clone, static_cast<unsigned long>(flags | SIGCHLD), nullptr, nullptr,
                        nullptr, nullptr);
-  if (pid < 0)
-    return errno_text(errno);
-  if (pid == 0)
+  if (pid < 0) {
+    int err = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    return errno_text(err);
+  }
+  if (pid == 0) {
+    int err = then != nullptr ? then() : 0;
+    ssize_t ignored = ::write(report[1], &err, sizeof err);
+    (void)ignored;
     ::_exit(0);
+  }
+  ::close(report[1]);
+  int err = 0;
+  ssize_t got = ::read(report[0], &err, sizeof err);
+  ::close(report[0]);
   int status = 0;
   while (::waitpid(static_cast<pid_t>(pid), &status, 0) < 0 && errno == EINTR) {
   }
-  return {};
+  if (got != static_cast<ssize_t>(sizeof err))
+    return "the probe child died";
+  return err == 0 ? std::string{} : "cannot mount a /proc of its own: " + errno_text(err);
+}
+
+// A PID namespace needs a /proc of its own: the CUDA driver looks itself up in /proc by the pid
+// getpid() returns, which in the host's /proc is another process (measured on the H200 host:
+// cudaGetDeviceCount fails with error 304 under `unshare -p -f` alone). Async-signal-safe.
+int mount_own_proc() {
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    return errno;
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+    return errno;
+  return 0;
 }
 
 sandbox_support probe() {
   sandbox_support s;
   s.net_namespace_error = try_clone(CLONE_NEWNET);
   s.net_namespace = s.net_namespace_error.empty();
-  s.pid_namespace_error = try_clone(CLONE_NEWPID);
+  s.pid_namespace_error = try_clone(CLONE_NEWPID | CLONE_NEWNS, mount_own_proc);
   s.pid_namespace = s.pid_namespace_error.empty();
   long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, ll::create_ruleset_version);
   if (abi > 0) {
@@ -217,7 +246,7 @@ std::string sandbox_support::description() const {
            + (landlock_abi > 0 ? "ABI " + std::to_string(landlock_abi) + " < 4" : landlock_error)
            + ")";
   std::string pids = "pids: ";
-  pids += pid_namespace ? "own namespace"
+  pids += pid_namespace ? "own namespace and /proc"
                         : "shared, descendants may outlive a runner (new namespace: "
                               + pid_namespace_error + ")";
   std::string files = "files: ";
@@ -264,6 +293,7 @@ sandbox_plan& sandbox_plan::operator=(sandbox_plan&& other) noexcept {
     ::close(landlock_fd);
   clone_flags = other.clone_flags;
   landlock_fd = std::exchange(other.landlock_fd, -1);
+  proc_self_rights = other.proc_self_rights;
   limit_memory = other.limit_memory;
   memory = other.memory;
   limit_files = other.limit_files;
@@ -296,13 +326,14 @@ bool prepare_sandbox(const sandbox_policy& policy, sandbox_plan& plan, std::stri
   if (support.net_namespace)
     plan.clone_flags |= CLONE_NEWNET;
   if (support.pid_namespace)
-    plan.clone_flags |= CLONE_NEWPID;
+    plan.clone_flags |= CLONE_NEWPID | CLONE_NEWNS;
 
   if (support.landlock_abi > 0) {
     int fd = create_ruleset(support, !support.net_namespace, error);
     if (fd < 0)
       return false;
     plan.landlock_fd = fd;
+    plan.proc_self_rights = ll::fs_write_file | (support.landlock_abi >= 3 ? ll::fs_truncate : 0);
     const uint64_t rights = handled_fs_rights(support.landlock_abi);
     for (const auto& dir : policy.writable_dirs)
       if (!allow_path(fd, dir, rights, support.landlock_abi, error))
@@ -349,6 +380,8 @@ const char* describe(sandbox_stage stage) {
       return "PR_SET_NO_NEW_PRIVS";
     case sandbox_stage::landlock:
       return "landlock_restrict_self";
+    case sandbox_stage::proc_mount:
+      return "mounting the runner's own /proc";
   }
   return "sandbox";
 }
@@ -369,14 +402,36 @@ int apply_sandbox(const sandbox_plan& plan, sandbox_stage& stage) {
     return errno;
   if (plan.limit_files && ::setrlimit(RLIMIT_NOFILE, &plan.files) != 0)
     return errno;
-  if (plan.landlock_fd >= 0) {
-    stage = sandbox_stage::no_new_privs;
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-      return errno;
-    stage = sandbox_stage::landlock;
-    if (::syscall(SYS_landlock_restrict_self, plan.landlock_fd, 0U) != 0)
-      return errno;
-  }
+  // Before Landlock, which forbids mounts.
+  stage = sandbox_stage::proc_mount;
+  if ((plan.clone_flags & CLONE_NEWNS) != 0)
+    if (int err = mount_own_proc(); err != 0)
+      return err;
+  return 0;
+}
+
+int apply_file_rules(const sandbox_plan& plan, sandbox_stage& stage) {
+  if (plan.landlock_fd < 0)
+    return 0;
+  // The CUDA driver writes below /proc/self during cuInit (measured on the H200 host: error 304
+  // otherwise). The rule names this process's own /proc entry, so it is added here, in the
+  // process that execs, and not in the parent, where /proc/self is the daemon.
+  stage = sandbox_stage::landlock;
+  int self = ::open("/proc/self", O_PATH | O_CLOEXEC);
+  if (self < 0)
+    return errno;
+  ll::path_beneath_attr attr{plan.proc_self_rights, self};
+  long rc = ::syscall(SYS_landlock_add_rule, plan.landlock_fd, ll::rule_path_beneath, &attr, 0);
+  int err = errno;
+  ::close(self);
+  if (rc != 0)
+    return err;
+  stage = sandbox_stage::no_new_privs;
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    return errno;
+  stage = sandbox_stage::landlock;
+  if (::syscall(SYS_landlock_restrict_self, plan.landlock_fd, 0U) != 0)
+    return errno;
   return 0;
 }
 

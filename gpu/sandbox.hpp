@@ -18,6 +18,8 @@
 
 #include <sys/resource.h>
 
+#include <cstdint>
+
 namespace kiln {
 
 enum class sandbox_mode {
@@ -69,8 +71,9 @@ public:
   sandbox_plan(sandbox_plan&& other) noexcept;
   sandbox_plan& operator=(sandbox_plan&& other) noexcept;
 
-  int clone_flags = 0;  ///< CLONE_NEWNET | CLONE_NEWPID as permitted
+  int clone_flags = 0;  ///< CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWNS as permitted
   int landlock_fd = -1; ///< ruleset to enforce, -1 for none
+  uint64_t proc_self_rights = 0; ///< granted beneath the runner's own /proc entry
   bool limit_memory = false;
   struct rlimit memory {};
   bool limit_files = false;
@@ -90,11 +93,17 @@ enum class sandbox_stage : int {
   limits,
   no_new_privs,
   landlock,
+  proc_mount,
 };
 const char* describe(sandbox_stage stage);
 
-/// In the child, after fork and before exec (async-signal-safe). Returns 0, or an errno with
-/// `stage` set to the step that failed.
+/// In the child, after fork (async-signal-safe): OOM priority, limits, the namespace's own
+/// /proc. Returns 0, or an errno with `stage` set to the step that failed.
 int apply_sandbox(const sandbox_plan& plan, sandbox_stage& stage);
+
+/// In the process that execs, right before execve (async-signal-safe): the Landlock rules.
+/// Separate from apply_sandbox because, inside a PID namespace, that process is the init's
+/// child and only it can name its own /proc entry.
+int apply_file_rules(const sandbox_plan& plan, sandbox_stage& stage);
 
 } // namespace kiln

@@ -242,6 +242,42 @@ TEST_CASE("everything a sandboxed child leaves behind dies with it", "[sandbox]"
   CHECK(gone_within("sleep " + marker, std::chrono::seconds(5)));
 }
 
+TEST_CASE("a child in its own PID namespace sees its own /proc", "[sandbox]") {
+  if (!kiln::probe_sandbox().pid_namespace) {
+    WARN("PID namespaces not permitted here: " << kiln::probe_sandbox().description());
+    return;
+  }
+  // The CUDA driver finds itself in /proc by getpid(); with the host's /proc that pid names
+  // another process and cudaGetDeviceCount fails (error 304).
+  auto dir = scratch("proc");
+  const std::string script = "read pid rest < /proc/self/stat; echo $$ $pid";
+  auto policy = confined(dir);
+  auto in = run_shell(script, dir, &policy);
+  INFO(in.err);
+  CHECK(in.proc.exit_code == 0);
+  CHECK(in.out == "2 2\n");
+  auto control = run_shell(script, dir, &off_policy);
+  auto space = control.out.find(' ');
+  REQUIRE(space != std::string::npos);
+  CHECK(control.out.substr(0, space) + "\n" == control.out.substr(space + 1));
+  CHECK(control.out != "2 2\n");
+}
+
+TEST_CASE("a sandboxed child may write below its own /proc entry and no other", "[sandbox]") {
+  if (kiln::probe_sandbox().landlock_abi == 0 || !kiln::probe_sandbox().pid_namespace) {
+    WARN("no Landlock or PID namespace here: " << kiln::probe_sandbox().description());
+    return;
+  }
+  // cuInit writes below /proc/self; the init's entry (/proc/1) stays out of reach.
+  auto dir = scratch("procwrite");
+  auto policy = confined(dir);
+  auto in = run_shell("printf kiln > /proc/self/comm && echo own; printf x > /proc/1/comm || "
+                      "echo other refused",
+                      dir, &policy);
+  INFO(in.err);
+  CHECK(in.out == "own\nother refused\n");
+}
+
 TEST_CASE("a sandboxed child's exit code, signal and timeout are reported as its own",
           "[sandbox]") {
   auto dir = scratch("status");
