@@ -56,13 +56,29 @@ struct evaluator_config {
 struct llm_profile_config {
   std::string name;
   std::string provider; ///< rules | openai | anthropic | gemini | replay
-  std::string base_url;
+  std::string base_url; ///< API root up to and including its version segment
   std::string model;
-  std::string api_key_env;
+  std::string api_key_env;  ///< environment variable that holds the key
+  std::string api_key_file; ///< or a file that holds it (owner-only permissions)
   std::string system_prompt;
   double temperature = defaults::temperature;
   int64_t max_tokens = defaults::max_tokens;
-  double timeout_s = defaults::llm_timeout_s;
+  std::vector<std::string> stop;
+  std::string reasoning_effort;               ///< OpenAI-compatible: minimal | low | medium | high
+  int64_t thinking_budget = 0;                ///< Anthropic and Gemini: reasoning tokens, 0 = off
+  bool stream = true;                         ///< server-sent events
+  double timeout_s = defaults::llm_timeout_s; ///< one attempt, whole reply
+  double connect_timeout_s = defaults::llm_connect_timeout_s; ///< TCP and TLS handshake
+  double idle_timeout_s = defaults::llm_idle_timeout_s;       ///< no byte for this long: retry
+  int64_t max_concurrency = defaults::llm_max_concurrency;    ///< requests in flight
+  double requests_per_minute = 0;                             ///< 0 = no limit
+  double tokens_per_minute = 0; ///< prompt estimate + max_tokens per request; 0 = no limit
+  int64_t max_retries = defaults::llm_max_retries;
+  double retry_initial_s = defaults::llm_retry_initial_s; ///< first backoff, doubled each time
+  double retry_max_s = defaults::llm_retry_max_s;
+  double usd_per_mtok_input = 0;  ///< price per million input tokens
+  double usd_per_mtok_output = 0; ///< per million output tokens (reasoning included)
+  std::string replay_from;        ///< replay: the archive.sqlite whose answers are served
 };
 
 struct agent_config {

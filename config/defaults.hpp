@@ -66,6 +66,13 @@ inline constexpr const char* llm_provider = "rules";
 inline constexpr double temperature = 0.8;
 inline constexpr int64_t max_tokens = 32000;
 inline constexpr double llm_timeout_s = 600;
+inline constexpr double llm_connect_timeout_s = 10;
+/// Long enough for a reasoning model's silence before its first token when not streaming.
+inline constexpr double llm_idle_timeout_s = 300;
+inline constexpr int64_t llm_max_concurrency = 8;
+inline constexpr int64_t llm_max_retries = 6;
+inline constexpr double llm_retry_initial_s = 1;
+inline constexpr double llm_retry_max_s = 60;
 
 // [agents.<name>]
 inline constexpr int64_t max_attempts = 5;

@@ -478,13 +478,57 @@ template <class F> void each_named(reader& r, const toml::table& t, const std::s
   }
 }
 
+void read_strings(section& s, const toml::table& t, std::string_view key,
+                  std::vector<std::string>& out) {
+  auto* n = t.get(key);
+  if (!n)
+    return;
+  auto* list = n->as_array();
+  if (!list)
+    return s.wrong_type(key, *n, "an array of strings");
+  std::vector<std::string> values;
+  for (auto&& e : *list) {
+    auto* str = e.as_string();
+    if (!str)
+      return s.bad(key, e, std::string{"must hold strings, not "} + a_type(e.type()));
+    if (str->get().empty())
+      return s.bad(key, e, "must not hold an empty string");
+    values.push_back(str->get());
+  }
+  out = std::move(values);
+}
+
+const names reasoning_efforts = {"minimal", "low", "medium", "high"};
+
 void read_llm(reader& r, const toml::table& t, std::map<std::string, llm_profile_config>& out) {
   each_named(r, t, "llm", [&](const std::string& name, const toml::table& sub) {
     section s{r,
               sub,
               "llm." + name,
-              {"provider", "base_url", "model", "api_key_env", "system_prompt", "temperature",
-               "max_tokens", "timeout_s"}};
+              {"provider",
+               "base_url",
+               "model",
+               "api_key_env",
+               "api_key_file",
+               "system_prompt",
+               "temperature",
+               "max_tokens",
+               "stop",
+               "reasoning_effort",
+               "thinking_budget",
+               "stream",
+               "timeout_s",
+               "connect_timeout_s",
+               "idle_timeout_s",
+               "max_concurrency",
+               "requests_per_minute",
+               "tokens_per_minute",
+               "max_retries",
+               "retry_initial_s",
+               "retry_max_s",
+               "usd_per_mtok_input",
+               "usd_per_mtok_output",
+               "replay_from"}};
     llm_profile_config p;
     p.name = name;
     if (!s.has("provider"))
@@ -500,10 +544,34 @@ void read_llm(reader& r, const toml::table& t, std::map<std::string, llm_profile
       s.bad("api_key_env", *sub.get("api_key_env"),
             "must name an environment variable (letters, digits and '_', such as "
             "OPENAI_API_KEY), not hold the key itself");
+    s.path("api_key_file", p.api_key_file, false);
+    if (!p.api_key_env.empty() && !p.api_key_file.empty())
+      s.bad("api_key_file", *sub.get("api_key_file"),
+            "and api_key_env are both set; keep one of them");
     s.string("system_prompt", p.system_prompt);
     s.number("temperature", p.temperature, between(0, 2));
     s.integer("max_tokens", p.max_tokens, between(1, 10000000));
+    read_strings(s, sub, "stop", p.stop);
+    s.choice("reasoning_effort", p.reasoning_effort, reasoning_efforts);
+    s.integer("thinking_budget", p.thinking_budget, between(0, 10000000));
+    if (auto* n = sub.get("stream")) {
+      if (auto* b = n->as_boolean())
+        p.stream = b->get();
+      else
+        s.wrong_type("stream", *n, "true or false");
+    }
     s.number("timeout_s", p.timeout_s, above(0, 86400));
+    s.number("connect_timeout_s", p.connect_timeout_s, above(0, 3600));
+    s.number("idle_timeout_s", p.idle_timeout_s, above(0, 86400));
+    s.integer("max_concurrency", p.max_concurrency, between(1, 4096));
+    s.number("requests_per_minute", p.requests_per_minute, at_least(0));
+    s.number("tokens_per_minute", p.tokens_per_minute, at_least(0));
+    s.integer("max_retries", p.max_retries, between(0, 100));
+    s.number("retry_initial_s", p.retry_initial_s, above(0, 3600));
+    s.number("retry_max_s", p.retry_max_s, above(0, 86400));
+    s.number("usd_per_mtok_input", p.usd_per_mtok_input, at_least(0));
+    s.number("usd_per_mtok_output", p.usd_per_mtok_output, at_least(0));
+    s.path("replay_from", p.replay_from, false);
     out[name] = std::move(p);
   });
 }
@@ -564,8 +632,16 @@ void check_relations(reader& r, const toml::table& doc, config& cfg) {
   for (auto& [name, p] : cfg.llm) {
     auto where = key_place(llm_doc ? llm_doc->get_as<toml::table>(name) : nullptr, "provider");
     std::string what = "[llm." + name + "] provider '" + p.provider + "'";
-    if (p.provider != "rules" && p.model.empty())
+    if (p.provider != "rules" && p.provider != "replay" && p.model.empty())
       r.problem(where, what + " needs model");
+    if (p.provider == "replay" && p.replay_from.empty())
+      r.problem(where, what + " needs replay_from (the archive.sqlite of the run to replay)");
+    if (p.thinking_budget > 0 && p.thinking_budget >= p.max_tokens && p.provider == "anthropic")
+      r.problem(
+          key_place(llm_doc ? llm_doc->get_as<toml::table>(name) : nullptr, "thinking_budget"),
+          "[llm." + name
+              + "] thinking_budget must be below max_tokens (Anthropic counts "
+                "thinking inside max_tokens)");
     bool http = p.provider == "openai" || p.provider == "anthropic" || p.provider == "gemini";
     if (http && p.base_url.empty())
       r.problem(where, what + " needs base_url (http:// or https://)");

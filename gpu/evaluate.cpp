@@ -176,6 +176,8 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     clock_sampler ref_clocks{settings_.device};
     auto ref = run_runner(ctx, ref_job, timeout_s);
     ref_clocks.stop();
+    spdlog::debug("evaluator {}: reference runner {:.0f} ms ({})", settings_.device,
+                  ref.proc.wall_ms, ref.phases);
     references_timed_ += time_reference ? 1 : 0;
 
     auto fill_tails = [&v](const runner_report& r) {
@@ -243,6 +245,8 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     clock_sampler cand_clocks{settings_.device};
     auto cand = run_runner(ctx, cand_job, timeout_s);
     cand_clocks.stop();
+    spdlog::debug("evaluator {}: candidate runner {:.0f} ms ({})", settings_.device,
+                  cand.proc.wall_ms, cand.phases);
     fill_tails(cand);
 
     // Integrity first: a forged result.json or a rule the harness saw broken outranks how the
@@ -285,6 +289,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     auto cmp_dir = ctx.scratch + "/cmp";
     fs::create_directories(cmp_dir);
     output_comparison cmp;
+    const auto t_compare = std::chrono::steady_clock::now();
     for (size_t k = 0; k < seeds.size(); ++k) {
       auto ref_file = cmp_dir + "/ref_" + std::to_string(k) + ".pt";
       write_file(ref_file, ref_outputs[k]);
@@ -338,6 +343,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     // time in calls than it lived (a patched clock or event would show up here).
     if (cand.samples_ms.empty())
       return finish(vs::rejected, "candidate runner reported no timing samples");
+    spdlog::debug("evaluator {}: comparisons {:.0f} ms", settings_.device, ms_since(t_compare));
     for (double s : cand.samples_ms)
       if (!std::isfinite(s) || s <= 0)
         return finish(vs::rejected, "candidate runner reported an invalid timing sample");

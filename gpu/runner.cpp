@@ -43,7 +43,16 @@ std::string read_file(const std::string& path) {
   std::ifstream in{path, std::ios::binary};
   if (!in)
     throw std::runtime_error("cannot read " + path);
-  return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+  // Sized first and read in one go: outputs files are hundreds of megabytes, and an
+  // istreambuf_iterator copies them one character at a time.
+  in.seekg(0, std::ios::end);
+  auto size = static_cast<std::streamoff>(in.tellg());
+  in.seekg(0, std::ios::beg);
+  std::string out(static_cast<size_t>(std::max<std::streamoff>(size, 0)), '\0');
+  in.read(out.data(), static_cast<std::streamsize>(out.size()));
+  if (in.gcount() != static_cast<std::streamsize>(out.size()))
+    throw std::runtime_error("cannot read " + path + ": short read");
+  return out;
 }
 
 void write_file(const std::string& path, std::string_view text) {
@@ -144,6 +153,14 @@ void parse_result(const std::string& path, runner_report& r) {
   r.structure = get_string(doc, "structure");
   r.timing_wall_ms = get_number(doc, "timing_wall_ms");
   r.load_ms = get_number(doc, "load_ms");
+  simdjson::dom::object phases;
+  if (!doc["phases_ms"].get(phases))
+    for (auto [name, value] : phases) {
+      double ms = 0;
+      if (!value.get(ms))
+        r.phases += (r.phases.empty() ? "" : ", ") + std::string{name} + " "
+                    + std::to_string(static_cast<long>(ms)) + " ms";
+    }
   simdjson::dom::element facts;
   if (!doc["facts"].get(facts))
     parse_facts(facts, r.facts);

@@ -105,6 +105,9 @@ struct runner_report {
   std::vector<double> samples_ms;
   double timing_wall_ms = 0;
   double load_ms = 0;
+  /// The harness's own account of its time, e.g. `device_init 812 ms, inputs 1203 ms, ...`
+  /// (result.json `phases_ms`), for debug logs.
+  std::string phases;
   /// What the timing loop chose (result.json `timing_info`): input sets it rotated, and in pike
   /// mode do_bench's estimate and call counts.
   int32_t buffer_sets = 0;

@@ -71,8 +71,8 @@ public:
   sandbox_plan(sandbox_plan&& other) noexcept;
   sandbox_plan& operator=(sandbox_plan&& other) noexcept;
 
-  int clone_flags = 0;  ///< CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWNS as permitted
-  int landlock_fd = -1; ///< ruleset to enforce, -1 for none
+  int clone_flags = 0;           ///< CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWNS as permitted
+  int landlock_fd = -1;          ///< ruleset to enforce, -1 for none
   uint64_t proc_self_rights = 0; ///< granted beneath the runner's own /proc entry
   bool limit_memory = false;
   struct rlimit memory {};

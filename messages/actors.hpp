@@ -33,7 +33,10 @@ using archive_actor = caf::typed_actor<
 /// An LLM gateway: one per LLM profile, whatever its provider.
 using llm_gateway_actor = caf::typed_actor<
     // Sends one query and returns the reply with its token usage.
-    caf::replies_to<ask_atom, llm_request>::with<llm_reply>>;
+    caf::replies_to<ask_atom, llm_request>::with<llm_reply>,
+    // Internal: the gateway's HTTP thread reports query `id` done (reply, or an error text and
+    // whether the profile is unusable).
+    caf::reacts_to<done_atom, uint64_t, llm_reply, std::string, bool>>;
 
 /// An agent role (brainstormer, optimizer, error fixer, or any role declared in the config).
 using agent_actor = caf::typed_actor<

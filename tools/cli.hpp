@@ -35,7 +35,18 @@ struct baseline_args {
   std::string out; ///< empty: stdout
 };
 
+struct llm_args {
+  std::string config;
+  std::string profile;
+  std::string prompt;
+  std::string system;     ///< empty: the profile's
+  int64_t max_tokens = 0; ///< 0: the profile's
+  bool json = false;
+};
+
 int run(const run_args& args);
+/// `kiln llm`: one prompt through one profile, the reply with its tokens and cost.
+int llm(const llm_args& args);
 int eval(const eval_args& args);
 /// `kiln eval --stream`: every line of a manifest through dispatcher, compilers and evaluator.
 int eval_stream(const eval_args& args);
@@ -62,6 +73,10 @@ void write_run_outputs(const std::string& dir, const run_summary& s);
 
 /// The closing table of a run, for the terminal.
 std::string render_table(const run_summary& s, int64_t query_limit, const std::string& dir);
+
+/// The one-shot commands' log level: warnings, or `KILN_LOG` (trace, debug, info, warn, error)
+/// when set, so a user can see where an evaluation spends its time.
+void quiet_logging();
 
 /// JSON string escaping.
 std::string json_escape(const std::string& s);

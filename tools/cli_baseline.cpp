@@ -96,7 +96,7 @@ int baseline(const baseline_args& args) {
     std::cerr << "kiln baseline: " << e.what() << "\n";
     return 2;
   }
-  spdlog::set_level(spdlog::level::warn);
+  quiet_logging();
   auto scratch = fs::temp_directory_path() / ("kiln-baseline-" + std::to_string(::getpid()));
   s.work_dir = scratch.string();
 

@@ -86,7 +86,7 @@ int eval(const eval_args& args) {
     std::cerr << "kiln: " << e.what() << "\n";
     return 2;
   }
-  spdlog::set_level(spdlog::level::warn);
+  quiet_logging();
   auto scratch = fs::temp_directory_path() / ("kiln-eval-" + std::to_string(::getpid()));
   s.work_dir = scratch.string();
   verdict v;

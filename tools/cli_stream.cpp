@@ -115,7 +115,7 @@ int eval_stream(const eval_args& args) {
     std::cerr << "kiln: " << e.what() << "\n";
     return 2;
   }
-  spdlog::set_level(spdlog::level::warn);
+  quiet_logging();
   for (auto& e : entries)
     if (args.timeout_s > 0)
       e.job.timeout_s = args.timeout_s;

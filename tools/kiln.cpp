@@ -47,6 +47,15 @@ int main(int argc, char** argv) {
   base->add_option("--config", ba.config, "take [evaluator] settings from this config");
   base->add_option("--out", ba.out, "write the JSON here instead of stdout");
 
+  kiln::cli::llm_args la;
+  auto* llm = app.add_subcommand("llm", "send one prompt through an LLM profile (check a setup)");
+  llm->add_option("--config", la.config, "TOML config file")->required();
+  llm->add_option("--profile", la.profile, "the [llm.<name>] profile")->required();
+  llm->add_option("--prompt", la.prompt, "the prompt text")->required();
+  llm->add_option("--system", la.system, "system prompt (default: the profile's)");
+  llm->add_option("--max-tokens", la.max_tokens, "reply limit (default: the profile's)");
+  llm->add_flag("--json", la.json, "print text, tokens and cost as JSON");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -66,6 +75,8 @@ int main(int argc, char** argv) {
     return kiln::cli::devices(devices_json);
   if (*base)
     return kiln::cli::baseline(ba);
+  if (*llm)
+    return kiln::cli::llm(la);
   std::cout << app.help();
   return 2;
 }

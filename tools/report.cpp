@@ -3,6 +3,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <cstdlib>
+
+#include <spdlog/spdlog.h>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -44,6 +48,19 @@ void write_text(const fs::path& p, const std::string& text) {
 }
 
 } // namespace
+
+void quiet_logging() {
+  auto level = spdlog::level::warn;
+  if (const char* wanted = std::getenv("KILN_LOG"); wanted != nullptr && *wanted != '\0') {
+    level = spdlog::level::from_str(wanted);
+    if (level == spdlog::level::off && std::string{wanted} != "off") {
+      std::cerr << "kiln: KILN_LOG=" << wanted
+                << " is not a log level (trace, debug, info, warn, error, off); using warn\n";
+      level = spdlog::level::warn;
+    }
+  }
+  spdlog::set_level(level);
+}
 
 std::string read_text(const std::string& path, const std::string& what) {
   std::ifstream in{path, std::ios::binary};

@@ -50,6 +50,16 @@ def _main(argv):
     result["violations"] = []
     result["nonce"] = nonce
     stage = ["import"]
+    # Where the runner's time went (milliseconds per phase), for `KILN_LOG=debug`.
+    clock = time.perf_counter
+    phases = {}
+    result["phases_ms"] = phases
+    last = [clock()]
+
+    def mark(name):
+        now = clock()
+        phases[name] = round(phases.get(name, 0.0) + (now - last[0]) * 1000.0, 2)
+        last[0] = now
 
     def write_result():
         # Atomic: the parent either sees a complete result.json or none at all.
@@ -78,6 +88,7 @@ def _main(argv):
         if is_cuda:
             torch.cuda.set_device(device)
 
+        mark("device_init")
         result["facts"] = _facts(torch, device, full=(mode == "facts"))
         if mode == "facts":
             result["stage"] = "done"
@@ -166,6 +177,7 @@ def _main(argv):
             model = torch.compile(model, mode=compile_mode)
         sync()
         result["load_ms"] = (time.perf_counter() - t_load) * 1000.0
+        mark("load")
 
         def make_inputs(seed):
             torch.manual_seed(int(seed))
@@ -202,7 +214,9 @@ def _main(argv):
             # Saved at once, before the next call can touch a buffer the output may share. A
             # tuple, not a list: libtorch 1.13's unpickler has no APPEND opcode, which pickle
             # uses for a one-element list.
+            mark("calls")
             guard.save(tuple(flat), os.path.join(out_dir, name))
+            mark("save")
             return {"seed": int(seed), "file": name, "inputs_mutated": bool(mutated),
                     "aliases": aliases}
 
@@ -211,6 +225,7 @@ def _main(argv):
         kept = []
         for k, seed in enumerate(job["seeds"]):
             inputs = make_inputs(seed)
+            mark("inputs")
             kept.append(inputs)
             result["trials"].append(call(inputs, "out_%d.pt" % k, seed))
         result["structure"] = structure[0] or ""
@@ -230,6 +245,7 @@ def _main(argv):
             seeds = job["seeds"]
             inputs = make_inputs(seeds[0] if seeds else 0)
             timed = inputs
+            mark("inputs")
             timing_info = {}
             samples, wall_ms = kiln_timing.time_calls(torch, model, inputs, device,
                                                       job.get("timing", {}),
@@ -240,6 +256,7 @@ def _main(argv):
             if candidate_mode:
                 # A clock or an event replaced during the timing made these samples.
                 guard.check()
+            mark("timing")
         if recheck_seed is not None and candidate_mode:
             # The re-check: fresh values written in place into the very tensors the timing
             # used (same objects, same addresses), then one more call. A candidate that
@@ -258,6 +275,7 @@ def _main(argv):
                     target.append(fresh)
             result["recheck"] = call(target, "out_recheck.pt", recheck_seed)
         del kept
+        mark("recheck")
 
         stage[0] = "done"
         result["stage"] = "done"
