@@ -74,31 +74,40 @@ caf::actor spawn_worker(self_ptr self, const std::string& name) {
   return handle;
 }
 
+void unpark(self_ptr self);
+
 void forward_ask(self_ptr self, const std::string& role, agent_request req,
-                 caf::typed_response_promise<agent_reply> rp) {
+                 caf::typed_response_promise<agent_reply> rp, double reserved) {
   auto current = self->state.workers.at("agent:" + role).handle;
   auto handle = caf::actor_cast<agent_actor>(current);
+  auto task = req.task.name;
   self->request(handle, defaults::request_timeout, ask_atom::value, req)
       .then(
-          [self, rp](agent_reply& reply) mutable {
-            auto& t = self->state.totals;
-            ++t.queries;
-            t.input_tokens += reply.input_tokens;
-            t.output_tokens += reply.output_tokens;
-            t.cost_usd += reply.cost_usd;
+          [self, rp, task, reserved](agent_reply& reply) mutable {
+            self->state.budget.settle(task, reserved, reply.cost_usd);
+            unpark(self);
+            for (auto* t : {&self->state.totals, &self->state.task_totals[task]}) {
+              ++t->queries;
+              t->input_tokens += reply.input_tokens;
+              t->output_tokens += reply.output_tokens;
+              t->cost_usd += reply.cost_usd;
+            }
             rp.deliver(std::move(reply));
           },
-          [self, role, req, rp, current](caf::error& err) mutable {
+          [self, role, req, rp, current, reserved](caf::error& err) mutable {
             // The role died before it took the ask (its crash is not processed yet, or it is
             // restarting): the query was never sent, so it goes to the role's next actor.
             if (err == caf::sec::request_receiver_down && !self->state.finishing) {
               auto& w = self->state.workers.at("agent:" + role);
               if (w.handle && w.handle != current)
-                forward_ask(self, role, std::move(req), rp);
+                forward_ask(self, role, std::move(req), rp, reserved);
               else
-                self->state.waiting[role].push_back({std::move(req), rp});
+                self->state.waiting[role].push_back({std::move(req), rp, reserved});
               return;
             }
+            // A failed query bills nothing that kiln can see; its reservation is released.
+            self->state.budget.settle(req.task.name, reserved, 0);
+            unpark(self);
             rp.deliver(std::move(err));
           });
 }
@@ -133,7 +142,7 @@ void restart(self_ptr self, const std::string& name) {
     auto held = std::move(st.waiting[role]);
     st.waiting.erase(role);
     for (auto& w : held)
-      forward_ask(self, role, std::move(w.req), w.promise);
+      forward_ask(self, role, std::move(w.req), w.promise, w.reserved_usd);
   }
 }
 
@@ -174,12 +183,69 @@ void on_worker_down(self_ptr self, const std::string& name, const caf::error& re
 
 // -- budget -----------------------------------------------------------------------------------
 
-query_grant grant(self_ptr self, const std::string& task, const std::string& role) {
+/// The most a query of `role` for `req` can cost: its prompt (the template, about 8000
+/// characters, with the task, the code and the verdict's tails filled in, at 3 characters a
+/// token, which errs high) at the input price and max_tokens at the output price.
+double worst_cost(const config& cfg, const std::string& role, const agent_request& req) {
+  auto a = cfg.agents.find(role);
+  if (a == cfg.agents.end())
+    return 0;
+  auto p = cfg.llm.find(a->second.llm);
+  if (p == cfg.llm.end())
+    return 0;
+  size_t chars = 8000 + req.task.source.size() + req.code.size() + req.idea.size()
+                 + req.last.reason.size() + req.last.stdout_tail.size()
+                 + req.last.stderr_tail.size();
+  double input = static_cast<double>(chars) / 3.0;
+  return (input * p->second.usd_per_mtok_input
+          + static_cast<double>(p->second.max_tokens) * p->second.usd_per_mtok_output)
+         / 1e6;
+}
+
+query_grant grant(self_ptr self, const std::string& task, const std::string& role,
+                  double reserve_usd = 0) {
   auto& st = self->state;
-  auto g = st.budget.take(task);
+  auto g = st.budget.take(task, reserve_usd);
   self->send(st.archive, put_atom::value,
-             budget_event{task, role, g.granted ? "grant" : "refuse", g.used, g.limit});
+             budget_event{task, role, g.granted ? "grant" : (g.wait ? "wait" : "refuse"), g.used,
+                          g.limit});
   return g;
+}
+
+/// Grants and forwards an ask, parks it when only in-flight reservations stand in its way, or
+/// refuses it. Returns false when it was parked.
+bool submit_ask(self_ptr self, const std::string& role, agent_request req,
+                caf::typed_response_promise<agent_reply> rp) {
+  auto& st = self->state;
+  double reserve = worst_cost(st.plan.cfg, role, req);
+  auto g = grant(self, req.task.name, role, reserve);
+  if (!g.granted && g.wait) {
+    st.parked.push_back({role, std::move(req), rp});
+    return false;
+  }
+  if (!g.granted) {
+    rp.deliver(make_error(ec::budget_exhausted, g.reason));
+    return true;
+  }
+  auto w = st.workers.find("agent:" + role);
+  if (!w->second.handle)
+    st.waiting[role].push_back({std::move(req), rp, reserve});
+  else
+    forward_ask(self, role, std::move(req), rp, reserve);
+  return true;
+}
+
+void unpark(self_ptr self) {
+  auto& st = self->state;
+  while (!st.parked.empty() && !st.finishing) {
+    auto p = std::move(st.parked.front());
+    st.parked.erase(st.parked.begin());
+    if (!submit_ask(self, p.role, std::move(p.req), p.promise)) {
+      // Parked again, at the back: move it to the front to keep the order, and wait.
+      std::rotate(st.parked.rbegin(), st.parked.rbegin() + 1, st.parked.rend());
+      break;
+    }
+  }
 }
 
 // -- tasks ------------------------------------------------------------------------------------
@@ -223,6 +289,7 @@ void start_tasks(self_ptr self) {
 void task_ended(self_ptr self, task_result r) {
   auto& st = self->state;
   r.queries = st.budget.used(r.task);
+  r.llm = st.task_totals[r.task];
   st.running.erase(r.task);
   self->send(st.archive, put_atom::value, r);
   if (st.plan.on_progress) {
@@ -272,9 +339,14 @@ void finalize(self_ptr self) {
   if (st.finishing)
     return;
   st.finishing = true;
+  for (auto& p : st.parked)
+    p.promise.deliver(make_error(ec::stopped, "the run ended"));
+  st.parked.clear();
   for (auto& [name, held] : st.waiting)
-    for (auto& w : held)
+    for (auto& w : held) {
+      st.budget.settle(w.req.task.name, w.reserved_usd, 0);
       w.promise.deliver(make_error(ec::stopped, "the run ended"));
+    }
   st.waiting.clear();
   shut_down_workers(self);
   auto deliver = [self] {
@@ -314,7 +386,8 @@ supervisor(supervisor_actor::stateful_pointer<supervisor_state> self, run_plan p
   auto& st = self->state;
   st.plan = std::move(plan);
   st.archive = std::move(archive);
-  st.budget = query_budget{st.plan.cfg.budget.queries_per_task};
+  st.budget = query_budget{st.plan.cfg.budget.queries_per_task, st.plan.cfg.budget.usd_total,
+                           st.plan.cfg.budget.usd_per_task};
   self->monitor(st.archive);
   auto slots = st.plan.make_evaluator ? std::max<size_t>(1, st.plan.evaluators.size())
                                       : st.plan.evaluators.size();
@@ -375,16 +448,13 @@ supervisor(supervisor_actor::stateful_pointer<supervisor_state> self, run_plan p
         auto w = st.workers.find("agent:" + role);
         if (w == st.workers.end())
           return make_error(ec::bad_config, "no agent role named " + role);
-        auto g = grant(self, req.task.name, role);
-        if (!g.granted)
-          return make_error(ec::budget_exhausted, req.task.name + " used " + std::to_string(g.used)
-                                                      + " of " + std::to_string(g.limit)
-                                                      + " queries");
         auto rp = self->make_response_promise<agent_reply>();
-        if (!w->second.handle)
-          st.waiting[role].push_back({std::move(req), rp});
-        else
-          forward_ask(self, role, std::move(req), rp);
+        if (!st.parked.empty()) {
+          // Earlier asks wait for dollars to settle: this one queues behind them.
+          st.parked.push_back({role, std::move(req), rp});
+          return rp;
+        }
+        submit_ask(self, role, std::move(req), rp);
         return rp;
       },
       [self](grant_atom, const std::string& task, const std::string& role) -> query_grant {

@@ -68,6 +68,7 @@ struct supervisor_state {
   struct waiting_ask {
     agent_request req;
     caf::typed_response_promise<agent_reply> promise;
+    double reserved_usd = 0; ///< held in the budget until the query settles
   };
 
   run_plan plan;
@@ -76,9 +77,18 @@ struct supervisor_state {
   std::map<std::string, worker> workers;
   std::map<caf::actor_addr, std::string> worker_by_addr;
   std::map<std::string, std::vector<waiting_ask>> waiting; ///< role -> asks held during restart
+  struct parked_ask {
+    std::string role;
+    agent_request req;
+    caf::typed_response_promise<agent_reply> promise;
+  };
+  /// Asks that the dollar budget refused only for what queries in flight have reserved; asked
+  /// again, in order, whenever a query settles.
+  std::vector<parked_ask> parked;
 
   query_budget budget{0};
   llm_totals totals;
+  std::map<std::string, llm_totals> task_totals; ///< per task
 
   std::deque<size_t> todo; ///< indexes into plan.tasks not yet started
   std::map<caf::actor_addr, std::string> strategy_by_addr;

@@ -17,10 +17,13 @@ struct query_grant {
   bool granted = false;
   int64_t used = 0; ///< queries granted for the task so far, this one included
   int64_t limit = 0;
+  std::string reason; ///< why it was refused
+  /// Refused only for dollars that queries in flight have reserved: it may fit once they settle.
+  bool wait = false;
 };
 
 template <class Inspector> typename Inspector::result_type inspect(Inspector& f, query_grant& x) {
-  return f(caf::meta::type_name("query_grant"), x.granted, x.used, x.limit);
+  return f(caf::meta::type_name("query_grant"), x.granted, x.used, x.limit, x.reason, x.wait);
 }
 
 /// A budget decision, as the archive keeps it.
@@ -84,6 +87,19 @@ template <class Inspector> typename Inspector::result_type inspect(Inspector& f,
            x.correct, x.best_speedup, x.phase);
 }
 
+/// Totals of LLM use over a run or a task.
+struct llm_totals {
+  int64_t queries = 0;
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  double cost_usd = 0;
+};
+
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, llm_totals& x) {
+  return f(caf::meta::type_name("llm_totals"), x.queries, x.input_tokens, x.output_tokens,
+           x.cost_usd);
+}
+
 /// The outcome of one task's search.
 struct task_result {
   std::string task;
@@ -101,25 +117,13 @@ struct task_result {
   bool retimed = false;
   /// The best speedup as the search measured it, before re-timing.
   double search_speedup = 1.0;
+  llm_totals llm; ///< the task's answered LLM queries, their tokens and dollars
 };
 
 template <class Inspector> typename Inspector::result_type inspect(Inspector& f, task_result& x) {
   return f(caf::meta::type_name("task_result"), x.task, x.queries, x.evaluations, x.correct,
            x.found, x.best_speedup, x.best_runtime_ms, x.reference_ms, x.best_code, x.best_seq,
-           x.stop_reason, x.retimed, x.search_speedup);
-}
-
-/// Totals of LLM use over a run.
-struct llm_totals {
-  int64_t queries = 0;
-  int64_t input_tokens = 0;
-  int64_t output_tokens = 0;
-  double cost_usd = 0;
-};
-
-template <class Inspector> typename Inspector::result_type inspect(Inspector& f, llm_totals& x) {
-  return f(caf::meta::type_name("llm_totals"), x.queries, x.input_tokens, x.output_tokens,
-           x.cost_usd);
+           x.stop_reason, x.retimed, x.search_speedup, x.llm);
 }
 
 /// What a finished (or stopped) run hands back to whoever started it.

@@ -42,6 +42,8 @@ struct llm_args {
   std::string system;     ///< empty: the profile's
   int64_t max_tokens = 0; ///< 0: the profile's
   bool json = false;
+  int64_t repeat = 1;   ///< send the prompt this many times (a load check of a setup)
+  int64_t parallel = 1; ///< with at most this many in flight
 };
 
 int run(const run_args& args);

@@ -55,6 +55,12 @@ int main(int argc, char** argv) {
   llm->add_option("--system", la.system, "system prompt (default: the profile's)");
   llm->add_option("--max-tokens", la.max_tokens, "reply limit (default: the profile's)");
   llm->add_flag("--json", la.json, "print text, tokens and cost as JSON");
+  llm->add_option("--repeat", la.repeat,
+                  "send the prompt N times and report latencies, CPU time "
+                  "and memory instead of the reply")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+  llm->add_option("--parallel", la.parallel, "with --repeat: at most N queries in flight")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
 
   try {
     app.parse(argc, argv);

@@ -153,7 +153,10 @@ void write_run_outputs(const std::string& dir, const run_summary& s) {
        << "\"best_candidate\": " << (best.empty() ? "null" : "\"" + best + "\"") << ", "
        << "\"stop_reason\": \"" << json_escape(t.stop_reason) << "\", "
        << "\"retimed\": " << (t.retimed ? "true" : "false") << ", "
-       << "\"search_speedup\": " << json_number(std::max(1.0, t.search_speedup)) << "}";
+       << "\"search_speedup\": " << json_number(std::max(1.0, t.search_speedup)) << ", "
+       << "\"llm\": {\"queries\": " << t.llm.queries << ", \"input_tokens\": " << t.llm.input_tokens
+       << ", \"output_tokens\": " << t.llm.output_tokens
+       << ", \"cost_usd\": " << json_number(t.llm.cost_usd) << "}}";
     first = false;
   }
   js << "\n ]}\n";

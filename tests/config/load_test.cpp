@@ -425,4 +425,62 @@ TEST_CASE("a file that cannot be read says why") {
   CHECK(error_of(dir) == "cannot read " + dir + ": Is a directory");
 }
 
+TEST_CASE("an HTTP profile takes every transport, reasoning and price key") {
+  auto cfg = load_config(write("llm-full.toml", R"(
+[llm.main]
+provider = "anthropic"
+base_url = "https://api.example.test/v1"
+model = "m"
+api_key_file = "secrets/key"
+max_tokens = 8000
+stop = ["</code>", "END"]
+thinking_budget = 4000
+stream = false
+connect_timeout_s = 5
+idle_timeout_s = 30
+max_concurrency = 16
+requests_per_minute = 50
+tokens_per_minute = 400000
+max_retries = 3
+retry_initial_s = 0.5
+retry_max_s = 20
+usd_per_mtok_input = 3
+usd_per_mtok_output = 15
+)"));
+  auto& p = cfg.llm.at("main");
+  CHECK(p.api_key_file == normal(tmp_dir() / "secrets/key"));
+  CHECK(p.stop == std::vector<std::string>{"</code>", "END"});
+  CHECK(p.thinking_budget == 4000);
+  CHECK_FALSE(p.stream);
+  CHECK(p.connect_timeout_s == 5);
+  CHECK(p.idle_timeout_s == 30);
+  CHECK(p.max_concurrency == 16);
+  CHECK(p.requests_per_minute == 50);
+  CHECK(p.tokens_per_minute == 400000);
+  CHECK(p.max_retries == 3);
+  CHECK(p.retry_initial_s == 0.5);
+  CHECK(p.retry_max_s == 20);
+  CHECK(p.usd_per_mtok_input == 3);
+  CHECK(p.usd_per_mtok_output == 15);
+}
+
+TEST_CASE("bad LLM profile values are refused with their place") {
+  auto head =
+      std::string{"[llm.main]\nprovider = \"openai\"\nbase_url = \"http://h/v1\"\nmodel = \"m\"\n"};
+  CHECK_THAT(error_of(write("llm-effort.toml", head + "reasoning_effort = \"extreme\"\n")),
+             Catch::Contains("llm-effort.toml:5:") && Catch::Contains("reasoning_effort"));
+  CHECK_THAT(error_of(write("llm-stop.toml", head + "stop = \"END\"\n")),
+             Catch::Contains("stop must be an array of strings"));
+  CHECK_THAT(error_of(write("llm-both.toml", head + "api_key_env = \"K\"\napi_key_file = \"k\"\n")),
+             Catch::Contains("keep one of them"));
+  CHECK_THAT(error_of(write("llm-conc.toml", head + "max_concurrency = 0\n")),
+             Catch::Contains("max_concurrency"));
+  CHECK_THAT(error_of(write("llm-replay.toml", "[llm.main]\nprovider = \"replay\"\n")),
+             Catch::Contains("needs replay_from"));
+  CHECK_THAT(error_of(write("llm-think.toml", "[llm.main]\nprovider = \"anthropic\"\nbase_url = "
+                                              "\"http://h/v1\"\nmodel = \"m\"\nmax_tokens = 1000\n"
+                                              "thinking_budget = 1000\n")),
+             Catch::Contains("thinking_budget must be below max_tokens"));
+}
+
 } // namespace kiln

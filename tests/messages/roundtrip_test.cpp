@@ -103,7 +103,7 @@ TEST_CASE_METHOD(fixture, "every message type round-trips through the binary ser
   ar.seed = 99;
   CHECK_ROUNDTRIP(ar);
   CHECK_ROUNDTRIP((agent_reply{{"a", "b"}, "code", "main", "raw", 1, 2, 0.5}));
-  CHECK_ROUNDTRIP((query_grant{true, 3, 40}));
+  CHECK_ROUNDTRIP((query_grant{false, 3, 40, "1_MLP would pass usd_per_task", true}));
   CHECK_ROUNDTRIP((budget_event{"1_MLP", "optimizer", "refuse", 40, 40}));
   CHECK_ROUNDTRIP((llm_call_record{req, llm_reply{"t", "p", "m", 1, 2, 3, 4, 5}, "err"}));
   candidate_record cr;
