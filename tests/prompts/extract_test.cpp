@@ -185,3 +185,71 @@ TEST_CASE("fuzz: extraction never fails and finds an intact ModelNew block") {
   }
   CHECK(inserted_count > 2000);
 }
+
+TEST_CASE("fuzz: idea lists in any bullet or number style come back whole and in order") {
+  // Random lists: bullets (-, *, •) or numbers (1. 2) (3)), optional bold, optional continuation
+  // lines, prose and code blocks around them, CRLF sometimes. Every idea must come back exactly
+  // once, in order, joined with its continuation.
+  std::mt19937_64 rng{77};
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  const std::vector<std::string> words = {"fuse",   "the", "bias", "into",   "GELU", "tile",
+                                          "matmul", "use", "CUDA", "graphs", "TF32", "warps"};
+  auto phrase = [&] {
+    std::string s;
+    size_t n = 2 + pick(5);
+    for (size_t i = 0; i < n; ++i)
+      s += (i ? " " : "") + words[pick(words.size())];
+    return s;
+  };
+  for (int iter = 0; iter < 2000; ++iter) {
+    std::vector<std::string> expected;
+    std::string reply = pick(2) ? "Here are some ideas:\n\n" : "";
+    if (pick(3) == 0)
+      reply += "```cpp\n- not an idea\n```\n";
+    size_t n = 1 + pick(8);
+    size_t style = pick(6);
+    for (size_t i = 0; i < n; ++i) {
+      std::string idea = phrase();
+      std::string marker;
+      switch (style) {
+        case 0:
+          marker = "- ";
+          break;
+        case 1:
+          marker = "* ";
+          break;
+        case 2:
+          marker = "\xe2\x80\xa2 ";
+          break;
+        case 3:
+          marker = std::to_string(i + 1) + ". ";
+          break;
+        case 4:
+          marker = std::to_string(i + 1) + ") ";
+          break;
+        default:
+          marker = "(" + std::to_string(i + 1) + ") ";
+          break;
+      }
+      std::string line = pick(4) == 0 ? "**" + idea + "**" : idea;
+      reply += marker + line + "\n";
+      if (pick(3) == 0) {
+        std::string more = phrase();
+        reply += "   " + more + "\n";
+        idea += " " + more;
+      }
+      expected.push_back(idea);
+    }
+    if (pick(2))
+      reply += "\nThat is all.\n";
+    if (pick(3) == 0) {
+      std::string crlf;
+      for (char c : reply)
+        crlf += c == '\n' ? std::string{"\r\n"} : std::string(1, c);
+      reply = crlf;
+    }
+    INFO("reply:\n" << reply);
+    CHECK(extract_ideas(reply, 20) == expected);
+    CHECK(extract_ideas(reply, 2).size() == std::min<size_t>(2, expected.size()));
+  }
+}
