@@ -10,6 +10,29 @@
 
 namespace kiln {
 
+std::vector<std::string> resize_ideas(const std::vector<std::string>& ideas, size_t n) {
+  if (ideas.size() >= n)
+    return {ideas.begin(), ideas.begin() + static_cast<std::ptrdiff_t>(n)};
+  std::vector<std::string> out;
+  if (ideas.empty())
+    return out;
+  for (size_t i = 0; i < ideas.size(); ++i) {
+    // numpy.array_split: the first n % k bins get one more.
+    size_t share = n / ideas.size() + (i < n % ideas.size() ? 1 : 0);
+    for (size_t j = 0; j < share; ++j)
+      out.push_back(ideas[i]);
+  }
+  return out;
+}
+
+std::vector<int64_t> split_queries(int64_t queries, size_t parents) {
+  std::vector<int64_t> out;
+  auto k = static_cast<int64_t>(parents);
+  for (int64_t p = 0; p < k; ++p)
+    out.push_back(queries / k + (p < queries % k ? 1 : 0));
+  return out;
+}
+
 namespace {
 
 using self_ptr = strategy_actor::stateful_pointer<strategy_pike_b_state>;
@@ -176,6 +199,18 @@ void settle(self_ptr self) {
 
 void evaluate(self_ptr self, work w, candidate_record rec) {
   auto& st = self->state;
+  if (st.cfg.evaluations_limit > 0 && st.evaluations_started >= st.cfg.evaluations_limit) {
+    // The candidate stays in the archive, unjudged; the search ends here.
+    self->send(st.archive, put_atom::value, rec);
+    if (!st.budget_spent)
+      spdlog::info("pike-b {}: evaluation budget spent", st.task.name);
+    st.budget_spent = true;
+    st.stop_reason = "budget: evaluations";
+    st.queue.clear();
+    settle(self);
+    return;
+  }
+  ++st.evaluations_started;
   eval_job job;
   job.task = st.task;
   job.candidate_id = st.task.name + "#" + std::to_string(rec.seq);
@@ -257,6 +292,7 @@ void begin_phase(self_ptr self, std::vector<work> items) {
   auto& st = self->state;
   ++st.phase;
   st.phase_correct.clear();
+  st.phase_start_best = st.result.best_speedup;
   spdlog::info("pike-b {}: phase {} with {} candidates", st.task.name, st.phase, items.size());
   for (auto& w : items)
     st.queue.push_back(std::move(w));
@@ -277,19 +313,19 @@ std::vector<work> next_phase_items(self_ptr self) {
   std::vector<std::pair<std::string, int64_t>> parents;
   for (size_t i = 0; i < pool.size() && static_cast<int64_t>(i) < st.cfg.parents; ++i)
     parents.emplace_back(pool[i].code, pool[i].seq);
-  if (parents.empty())
-    parents.emplace_back(st.task.source, 0); // the reference is always a valid parent
+  // The reference is always a valid parent, ranked last (runtime infinity): it fills a pool
+  // with fewer than `parents` correct candidates, as in PIKE.
+  if (static_cast<int64_t>(parents.size()) < st.cfg.parents)
+    parents.emplace_back(st.task.source, 0);
   std::vector<work> items;
-  auto n = std::max<int64_t>(1, st.cfg.max_ideas);
-  auto k = static_cast<int64_t>(parents.size());
-  for (int64_t p = 0; p < k; ++p) {
-    auto share = n / k + (p < n % k ? 1 : 0);
-    for (int64_t j = 0; j < share; ++j) {
+  auto shares = split_queries(std::max<int64_t>(1, st.cfg.max_ideas), parents.size());
+  for (size_t p = 0; p < parents.size(); ++p) {
+    for (int64_t j = 0; j < shares[p]; ++j) {
       work w;
       w.kind = prompt_kind::improve;
       w.role = st.cfg.optimizer;
-      w.code = parents[static_cast<size_t>(p)].first;
-      w.parent = parents[static_cast<size_t>(p)].second;
+      w.code = parents[p].first;
+      w.parent = parents[p].second;
       items.push_back(std::move(w));
     }
   }
@@ -311,6 +347,16 @@ void check_phase_end(self_ptr self) {
     finish(self);
     return;
   }
+  if (st.result.best_speedup > st.phase_start_best)
+    st.stalled_phases = 0;
+  else
+    ++st.stalled_phases;
+  if (st.cfg.stall_phases > 0 && st.stalled_phases >= st.cfg.stall_phases) {
+    st.stop_reason = "stalled";
+    spdlog::info("pike-b {}: no improvement for {} phases", st.task.name, st.stalled_phases);
+    finish(self);
+    return;
+  }
   begin_phase(self, next_phase_items(self));
 }
 
@@ -326,9 +372,8 @@ void brainstorm(self_ptr self) {
             auto& st = self->state;
             ++st.progress.queries;
             std::vector<work> items;
-            for (auto& idea : reply.ideas) {
-              if (static_cast<int64_t>(items.size()) >= st.cfg.max_ideas)
-                break;
+            // As in PIKE: fewer ideas than branches are repeated to fill them.
+            for (auto& idea : resize_ideas(reply.ideas, static_cast<size_t>(st.cfg.max_ideas))) {
               work w;
               w.kind = prompt_kind::optimize;
               w.role = st.cfg.optimizer;
@@ -370,8 +415,9 @@ strategy_pike_b(strategy_actor::stateful_pointer<strategy_pike_b_state> self, ta
       .then(
           [self](runner_facts& f) {
             self->state.facts = std::move(f);
-            if (self->state.stopping) {
-              self->state.stop_reason = "stopped";
+            if (self->state.stopping || self->state.budget_spent) {
+              if (self->state.stopping)
+                self->state.stop_reason = "stopped";
               finish(self);
               return;
             }
@@ -381,11 +427,27 @@ strategy_pike_b(strategy_actor::stateful_pointer<strategy_pike_b_state> self, ta
             self->state.stop_reason = "error: no runner facts: " + render(err);
             finish(self);
           });
+  if (st.cfg.wall_s > 0)
+    self->delayed_send(self,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::duration<double>(st.cfg.wall_s)),
+                       stop_atom::value, std::string{"wall clock"});
   return {
       [self](stop_atom) {
         auto& st = self->state;
         st.stopping = true;
         st.stop_reason = "stopped";
+        st.queue.clear();
+        check_phase_end(self);
+      },
+      [self](stop_atom, const std::string& reason) {
+        // A budget ran out: like the query budget, no new work, and the winners are re-timed.
+        auto& st = self->state;
+        if (st.budget_spent || st.stopping)
+          return;
+        spdlog::info("pike-b {}: {} budget spent", st.task.name, reason);
+        st.budget_spent = true;
+        st.stop_reason = reason;
         st.queue.clear();
         check_phase_end(self);
       },

@@ -36,7 +36,20 @@ struct pike_b_settings {
   /// Final re-timing of the best `retime_top` candidates in `retime_rounds` rounds (0 = off).
   int64_t retime_rounds = 3;
   int64_t retime_top = 3;
+  int64_t stall_phases = 0;      ///< phases without improvement that end the task; 0 = never
+  int64_t evaluations_limit = 0; ///< evaluations per task; 0 = no cap
+  double wall_s = 0;             ///< wall clock of the task's search; 0 = none
 };
+
+/// PIKE's `resize_list`: `ideas` cut to `n`, or repeated in contiguous bins to fill `n` (3 ideas
+/// for 10 branches give 4, 3 and 3 copies, in order).
+std::vector<std::string> resize_ideas(const std::vector<std::string>& ideas, size_t n);
+
+/// PIKE's parent choice for the next phase: the phase's correct candidates, fastest first, then
+/// the reference (runtime infinity) to fill up to `parents`; `queries` improve queries split
+/// over them as evenly as possible, earlier parents first (10 over 4: 3, 3, 2, 2). Returns the
+/// number of queries per parent, in the order of `sorted_parents`.
+std::vector<int64_t> split_queries(int64_t queries, size_t parents);
 
 struct strategy_pike_b_state {
   static inline const char* name = "pike-b";
@@ -69,6 +82,9 @@ struct strategy_pike_b_state {
   bool stopping = false;
   bool finished = false;
   bool retiming = false; ///< the final re-timing is under way
+  int64_t evaluations_started = 0;
+  int32_t stalled_phases = 0; ///< phases in a row without a faster correct candidate
+  double phase_start_best = 1.0;
   std::string stop_reason;
   /// The fastest correct candidates so far, fastest first, at most `retime_top`.
   std::vector<candidate_record> winners;

@@ -263,6 +263,9 @@ pike_b_settings strategy_settings(const config& cfg) {
   s.error_fixer = cfg.strategy.error_fixer;
   s.retime_rounds = cfg.evaluator.retime_rounds;
   s.retime_top = cfg.evaluator.retime_top;
+  s.stall_phases = cfg.strategy.stall_phases;
+  s.evaluations_limit = cfg.budget.evaluations_per_task;
+  s.wall_s = cfg.budget.wall_s_per_task;
   auto fixer = cfg.agents.find(s.error_fixer);
   if (fixer != cfg.agents.end())
     s.max_attempts = fixer->second.max_attempts;
@@ -320,7 +323,7 @@ run_summary make_summary(self_ptr self) {
     }
     task_result r;
     r.task = t.name;
-    r.stop_reason = "not started";
+    r.stop_reason = st.out_of_time ? "not started (wall clock)" : "not started";
     s.tasks.push_back(std::move(r));
   }
   return s;
@@ -438,6 +441,11 @@ supervisor(supervisor_actor::stateful_pointer<supervisor_state> self, run_plan p
           return make_error(ec::bad_config, "the run has already been started");
         st.started = true;
         st.run_promise = self->make_response_promise<run_summary>();
+        if (st.plan.cfg.budget.wall_s_total > 0)
+          self->delayed_send(self,
+                             std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::duration<double>(st.plan.cfg.budget.wall_s_total)),
+                             tick_atom::value);
         start_tasks(self);
         return st.run_promise;
       },
@@ -485,6 +493,19 @@ supervisor(supervisor_actor::stateful_pointer<supervisor_state> self, run_plan p
           else if (!st.fatal.empty())
             shut_down_workers(self);
         }
+      },
+      [self](tick_atom) {
+        auto& st = self->state;
+        if (st.stopping || st.finishing || st.out_of_time)
+          return;
+        st.out_of_time = true;
+        spdlog::info("supervisor: wall_s_total spent: {} running task(s) wind down, {} not started",
+                     st.running.size(), st.todo.size());
+        st.todo.clear();
+        for (auto& [task, handle] : st.running)
+          self->send(handle, stop_atom::value, std::string{"wall clock"});
+        if (st.running.empty())
+          finalize(self);
       },
       [self](restart_atom, const std::string& name) { restart(self, name); },
       [self](get_atom, const std::string& name) -> caf::result<caf::actor> {

@@ -87,6 +87,7 @@ struct supervisor_state {
   std::vector<parked_ask> parked;
 
   query_budget budget{0};
+  bool out_of_time = false; ///< [budget] wall_s_total has passed
   llm_totals totals;
   std::map<std::string, llm_totals> task_totals; ///< per task
 

@@ -26,6 +26,9 @@ struct budget_config {
   int64_t queries_per_task = defaults::queries_per_task;
   double usd_total = defaults::usd_total;
   double usd_per_task = defaults::usd_per_task;
+  int64_t evaluations_per_task = 0; ///< 0 = no cap
+  double wall_s_per_task = 0;       ///< 0 = no cap
+  double wall_s_total = 0;          ///< 0 = no cap
 };
 
 struct evaluator_config {
@@ -94,6 +97,7 @@ struct strategy_config {
   int64_t phases = defaults::phases;
   int64_t parents = defaults::parents;
   int64_t parallel_candidates = defaults::parallel_candidates;
+  int64_t stall_phases = 0; ///< end a task after this many phases without improvement; 0 = never
   /// Role names the strategy uses.
   std::string brainstormer = "brainstormer";
   std::string optimizer = "optimizer";

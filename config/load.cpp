@@ -370,10 +370,17 @@ void read_run(reader& r, const toml::table& t, run_config& run) {
 }
 
 void read_budget(reader& r, const toml::table& t, budget_config& budget) {
-  section s{r, t, "budget", {"queries_per_task", "usd_total", "usd_per_task"}};
+  section s{r,
+            t,
+            "budget",
+            {"queries_per_task", "usd_total", "usd_per_task", "evaluations_per_task",
+             "wall_s_per_task", "wall_s_total"}};
   s.integer("queries_per_task", budget.queries_per_task, at_least(1));
   s.number("usd_total", budget.usd_total, at_least(0));
   s.number("usd_per_task", budget.usd_per_task, at_least(0));
+  s.integer("evaluations_per_task", budget.evaluations_per_task, at_least(0));
+  s.number("wall_s_per_task", budget.wall_s_per_task, at_least(0));
+  s.number("wall_s_total", budget.wall_s_total, at_least(0));
 }
 
 void read_devices(section& s, const toml::node& n, std::vector<std::string>& out) {
@@ -594,13 +601,14 @@ void read_strategy(reader& r, const toml::table& t, strategy_config& st) {
   section s{r,
             t,
             "strategy",
-            {"kind", "max_ideas", "phases", "parents", "parallel_candidates", "brainstormer",
-             "optimizer", "error_fixer"}};
+            {"kind", "max_ideas", "phases", "parents", "parallel_candidates", "stall_phases",
+             "brainstormer", "optimizer", "error_fixer"}};
   s.choice("kind", st.kind, strategies);
   s.integer("max_ideas", st.max_ideas, between(1, 1000));
   s.integer("phases", st.phases, between(1, 10000));
   s.integer("parents", st.parents, between(1, 1000));
   s.integer("parallel_candidates", st.parallel_candidates, between(1, 1024));
+  s.integer("stall_phases", st.stall_phases, between(0, 10000));
   s.string("brainstormer", st.brainstormer, false);
   s.string("optimizer", st.optimizer, false);
   s.string("error_fixer", st.error_fixer, false);

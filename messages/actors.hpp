@@ -68,7 +68,10 @@ using dispatcher_actor = evaluator_actor::extend<
 /// A search strategy: one per task.
 using strategy_actor = caf::typed_actor<
     // Asks the strategy to wind down: no new queries, in-flight work finishes, then it reports.
-    caf::reacts_to<stop_atom>>;
+    caf::reacts_to<stop_atom>,
+    // The same for a budget (the string becomes the task's stop reason, e.g. `wall clock`):
+    // unlike a stop, the winners are still re-timed.
+    caf::reacts_to<stop_atom, std::string>>;
 
 /// The supervisor: owns the run, its budgets and the registry of workers.
 using supervisor_actor = caf::typed_actor<
@@ -84,6 +87,8 @@ using supervisor_actor = caf::typed_actor<
     caf::reacts_to<done_atom, task_result>,
     // Stops the run cleanly (SIGINT, SIGTERM).
     caf::reacts_to<stop_atom>,
+    // The run's wall-clock budget is spent: running tasks wind down, no new task starts.
+    caf::reacts_to<tick_atom>,
     // Respawns the named worker after its backoff.
     caf::reacts_to<restart_atom, std::string>,
     // Looks up the current actor of a named worker (`agent:optimizer`, `evaluator:0`, ...).
