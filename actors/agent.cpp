@@ -1,6 +1,8 @@
 #include "actors/agent.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
@@ -34,11 +36,35 @@ std::string load_role_template(const agent_config& role) {
   return text;
 }
 
+size_t pick_profile(const std::vector<double>& weights, uint64_t seed, const std::string& role) {
+  if (weights.size() <= 1)
+    return 0;
+  // splitmix64 of the seed mixed with the role's name: a uniform draw in [0, 1).
+  uint64_t z = seed ^ std::hash<std::string>{}(role);
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  double u = static_cast<double>(z >> 11) / static_cast<double>(uint64_t{1} << 53);
+  double total = 0;
+  for (double w : weights)
+    total += w;
+  double acc = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    acc += weights[i] / total;
+    if (u < acc)
+      return i;
+  }
+  return weights.size() - 1;
+}
+
 agent_actor::behavior_type agent(agent_actor::stateful_pointer<agent_state> self, agent_config role,
-                                 std::string template_text, llm_gateway_actor llm) {
+                                 std::string template_text, std::vector<llm_gateway_actor> llms) {
+  for (auto& [name, weight] : weighted_profiles(role))
+    self->state.weights.push_back(weight);
   self->state.role = std::move(role);
   self->state.template_text = std::move(template_text);
-  self->state.llm = std::move(llm);
+  self->state.llms = std::move(llms);
   return {
       [self](ask_atom, agent_request& req) -> caf::result<agent_reply> {
         auto& st = self->state;
@@ -55,7 +81,9 @@ agent_actor::behavior_type agent(agent_actor::stateful_pointer<agent_state> self
         auto rp = self->make_response_promise<agent_reply>();
         auto kind = req.kind;
         auto max_ideas = static_cast<size_t>(req.max_ideas > 0 ? req.max_ideas : 1);
-        self->request(st.llm, defaults::request_timeout, ask_atom::value, std::move(q))
+        auto pick = pick_profile(st.weights, req.seed, st.role.name);
+        auto& llm = st.llms.at(std::min(pick, st.llms.size() - 1));
+        self->request(llm, defaults::request_timeout, ask_atom::value, std::move(q))
             .then(
                 [rp, kind, max_ideas](llm_reply& r) mutable {
                   agent_reply out;

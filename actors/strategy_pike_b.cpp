@@ -232,6 +232,36 @@ void evaluate(self_ptr self, work w, candidate_record rec) {
           });
 }
 
+/// The reviewer role reads a new program before it is evaluated and answers it corrected or
+/// unchanged; the answer is what gets evaluated. A refused or failed review evaluates the
+/// program as written.
+void review(self_ptr self, work w, candidate_record rec) {
+  auto& st = self->state;
+  work r = w;
+  r.kind = prompt_kind::review;
+  r.role = st.cfg.reviewer;
+  r.code = rec.code;
+  auto req = make_request(self, r);
+  self->request(st.supervisor, defaults::request_timeout, ask_atom::value, r.role, std::move(req))
+      .then(
+          [self, w, rec](agent_reply& reply) mutable {
+            ++self->state.progress.queries;
+            if (!reply.code.empty() && reply.code != rec.code) {
+              rec.code = std::move(reply.code);
+              rec.role = w.role + "+" + self->state.cfg.reviewer;
+            }
+            evaluate(self, std::move(w), std::move(rec));
+          },
+          [self, w, rec](caf::error& err) mutable {
+            auto& st = self->state;
+            if (is(err, ec::budget_exhausted)) {
+              st.budget_spent = true;
+              st.stop_reason = "budget";
+            }
+            evaluate(self, std::move(w), std::move(rec));
+          });
+}
+
 void launch(self_ptr self, work w) {
   auto& st = self->state;
   ++st.in_flight;
@@ -251,7 +281,10 @@ void launch(self_ptr self, work w) {
             rec.idea = w.idea;
             if (!reply.code.empty()) {
               rec.code = std::move(reply.code);
-              evaluate(self, std::move(w), std::move(rec));
+              if (!st.cfg.reviewer.empty())
+                review(self, std::move(w), std::move(rec));
+              else
+                evaluate(self, std::move(w), std::move(rec));
               return;
             }
             // No program in the reply: judged without running anything, and sent to the fixer

@@ -33,6 +33,7 @@ struct pike_b_settings {
   std::string brainstormer = "brainstormer";
   std::string optimizer = "optimizer";
   std::string error_fixer = "error_fixer";
+  std::string reviewer; ///< checks each new program before its evaluation; empty: none
   /// Final re-timing of the best `retime_top` candidates in `retime_rounds` rounds (0 = off).
   int64_t retime_rounds = 3;
   int64_t retime_top = 3;

@@ -13,6 +13,7 @@
 #include "actors/evaluator.hpp"
 #include "actors/llm_gateway.hpp"
 #include "actors/strategy_pike_b.hpp"
+#include "actors/strategy_pike_o.hpp"
 #include "config/defaults.hpp"
 #include "messages/error.hpp"
 
@@ -50,11 +51,13 @@ caf::actor spawn_worker(self_ptr self, const std::string& name) {
     handle = caf::actor_cast<caf::actor>(self->spawn(llm_gateway, profile, st.archive));
   } else if (name.rfind("agent:", 0) == 0) {
     auto role = cfg.agents.at(name.substr(6));
-    auto gw = st.workers.at("llm:" + role.llm).handle;
+    std::vector<llm_gateway_actor> gateways;
+    for (auto& [profile, weight] : weighted_profiles(role))
+      gateways.push_back(
+          caf::actor_cast<llm_gateway_actor>(st.workers.at("llm:" + profile).handle));
     auto it = st.plan.templates.find(role.name);
     auto text = it == st.plan.templates.end() ? std::string{} : it->second;
-    handle = caf::actor_cast<caf::actor>(
-        self->spawn(agent, role, text, caf::actor_cast<llm_gateway_actor>(gw)));
+    handle = caf::actor_cast<caf::actor>(self->spawn(agent, role, text, std::move(gateways)));
   } else if (name.rfind("evaluator:", 0) == 0) {
     auto index = std::stoul(name.substr(10));
     evaluator_actor ev;
@@ -116,7 +119,9 @@ void forward_ask(self_ptr self, const std::string& role, agent_request req,
 void respawn_dependents(self_ptr self, const std::string& profile) {
   auto& st = self->state;
   for (auto& [role, cfg] : st.plan.cfg.agents) {
-    if (cfg.llm != profile)
+    auto profiles = weighted_profiles(cfg);
+    if (std::none_of(profiles.begin(), profiles.end(),
+                     [&](const auto& p) { return p.first == profile; }))
       continue;
     auto name = "agent:" + role;
     auto old = st.workers[name].handle;
@@ -190,15 +195,28 @@ double worst_cost(const config& cfg, const std::string& role, const agent_reques
   auto a = cfg.agents.find(role);
   if (a == cfg.agents.end())
     return 0;
-  auto p = cfg.llm.find(a->second.llm);
-  if (p == cfg.llm.end())
+  // The dearest of the role's profiles: the query may go to any of them.
+  const llm_profile_config* dearest = nullptr;
+  double dearest_cost = -1;
+  for (auto& [name, weight] : weighted_profiles(a->second)) {
+    auto p = cfg.llm.find(name);
+    if (p == cfg.llm.end())
+      continue;
+    double c = p->second.usd_per_mtok_input
+               + p->second.usd_per_mtok_output * static_cast<double>(p->second.max_tokens);
+    if (c > dearest_cost) {
+      dearest_cost = c;
+      dearest = &p->second;
+    }
+  }
+  if (dearest == nullptr)
     return 0;
   size_t chars = 8000 + req.task.source.size() + req.code.size() + req.idea.size()
                  + req.last.reason.size() + req.last.stdout_tail.size()
                  + req.last.stderr_tail.size();
   double input = static_cast<double>(chars) / 3.0;
-  return (input * p->second.usd_per_mtok_input
-          + static_cast<double>(p->second.max_tokens) * p->second.usd_per_mtok_output)
+  return (input * dearest->usd_per_mtok_input
+          + static_cast<double>(dearest->max_tokens) * dearest->usd_per_mtok_output)
          / 1e6;
 }
 
@@ -261,6 +279,7 @@ pike_b_settings strategy_settings(const config& cfg) {
   s.brainstormer = cfg.strategy.brainstormer;
   s.optimizer = cfg.strategy.optimizer;
   s.error_fixer = cfg.strategy.error_fixer;
+  s.reviewer = cfg.strategy.reviewer;
   s.retime_rounds = cfg.evaluator.retime_rounds;
   s.retime_top = cfg.evaluator.retime_top;
   s.stall_phases = cfg.strategy.stall_phases;
@@ -272,14 +291,51 @@ pike_b_settings strategy_settings(const config& cfg) {
   return s;
 }
 
+pike_o_settings pike_o_settings_of(const config& cfg) {
+  pike_o_settings s;
+  const auto& st = cfg.strategy;
+  s.iterations = st.iterations;
+  s.islands = st.islands;
+  s.population_size = st.population_size;
+  s.archive_size = st.archive_size;
+  s.migration_interval = st.migration_interval;
+  s.migration_rate = st.migration_rate;
+  s.exploration_ratio = st.exploration_ratio;
+  s.exploitation_ratio = st.exploitation_ratio;
+  s.parallel = st.parallel_candidates;
+  s.feature_bins = st.feature_bins;
+  s.feature_dimensions = st.feature_dimensions;
+  s.top_programs = st.top_programs;
+  s.inspirations = st.inspirations;
+  s.template_kind = st.template_kind;
+  s.query_limit = cfg.budget.queries_per_task;
+  s.seed = cfg.run.seed;
+  s.optimizer = st.optimizer;
+  s.error_fixer = st.error_fixer;
+  s.retime_rounds = cfg.evaluator.retime_rounds;
+  s.retime_top = cfg.evaluator.retime_top;
+  s.evaluations_limit = cfg.budget.evaluations_per_task;
+  s.wall_s = cfg.budget.wall_s_per_task;
+  auto fixer = cfg.agents.find(s.error_fixer);
+  if (fixer != cfg.agents.end())
+    s.max_fix_attempts = fixer->second.max_attempts;
+  return s;
+}
+
 void start_tasks(self_ptr self) {
   auto& st = self->state;
   auto limit = std::max<int64_t>(1, st.plan.cfg.run.parallel_tasks);
   while (!st.stopping && !st.todo.empty() && static_cast<int64_t>(st.running.size()) < limit) {
     auto& task = st.plan.tasks[st.todo.front()];
     st.todo.pop_front();
-    auto handle = self->spawn(strategy_pike_b, task, strategy_settings(st.plan.cfg),
-                              caf::actor_cast<supervisor_actor>(self), st.dispatcher, st.archive);
+    auto me = caf::actor_cast<supervisor_actor>(self);
+    strategy_actor handle;
+    if (st.plan.cfg.strategy.kind == "pike-o")
+      handle = self->spawn(strategy_pike_o, task, pike_o_settings_of(st.plan.cfg), me,
+                           st.dispatcher, st.archive);
+    else
+      handle = self->spawn(strategy_pike_b, task, strategy_settings(st.plan.cfg), me, st.dispatcher,
+                           st.archive);
     self->monitor(handle);
     st.strategy_by_addr[handle.address()] = task.name;
     st.running[task.name] = handle;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/defaults.hpp"
@@ -86,10 +87,26 @@ struct llm_profile_config {
 
 struct agent_config {
   std::string name;
-  std::string llm;           ///< the profile it queries
+  std::string llm; ///< the profile it queries (the first of `llms`)
+  /// Every profile it may query, with a weight each: an ensemble, or a cheap model for most
+  /// queries and a strong one for some. One profile, weight 1, unless the config lists more.
+  std::vector<std::string> llms;
+  std::vector<double> weights;
   std::string template_path; ///< empty: the built-in template of its prompt kinds
   int64_t max_attempts = defaults::max_attempts;
 };
+
+/// The profiles of a role and their weights (`llm` alone, weight 1, when `llms` is empty).
+inline std::vector<std::pair<std::string, double>> weighted_profiles(const agent_config& a) {
+  std::vector<std::pair<std::string, double>> out;
+  if (a.llms.empty()) {
+    out.emplace_back(a.llm, 1.0);
+    return out;
+  }
+  for (size_t i = 0; i < a.llms.size(); ++i)
+    out.emplace_back(a.llms[i], i < a.weights.size() ? a.weights[i] : 1.0);
+  return out;
+}
 
 struct strategy_config {
   std::string kind = defaults::strategy;
@@ -98,10 +115,26 @@ struct strategy_config {
   int64_t parents = defaults::parents;
   int64_t parallel_candidates = defaults::parallel_candidates;
   int64_t stall_phases = 0; ///< end a task after this many phases without improvement; 0 = never
+  // PIKE-O (kind = "pike-o"); defaults are the paper's PIKE-O.
+  int64_t iterations = 300;
+  int64_t islands = 3;
+  int64_t population_size = 25;
+  int64_t archive_size = 12;
+  int64_t migration_interval = 50;
+  double migration_rate = 0.1;
+  double exploration_ratio = 0.2;
+  double exploitation_ratio = 0.7;
+  std::vector<std::string> feature_dimensions = {"complexity", "diversity"};
+  int64_t feature_bins = 10;
+  int64_t top_programs = 3;
+  int64_t inspirations = 2;
+  std::string template_kind = "crossover"; ///< `template`: "crossover" or "mutation"
   /// Role names the strategy uses.
   std::string brainstormer = "brainstormer";
   std::string optimizer = "optimizer";
   std::string error_fixer = "error_fixer";
+  /// A role that checks each new program before it is evaluated; empty: none (PIKE-B).
+  std::string reviewer;
 };
 
 struct config {

@@ -585,12 +585,41 @@ void read_llm(reader& r, const toml::table& t, std::map<std::string, llm_profile
 
 void read_agents(reader& r, const toml::table& t, std::map<std::string, agent_config>& out) {
   each_named(r, t, "agents", [&](const std::string& name, const toml::table& sub) {
-    section s{r, sub, "agents." + name, {"llm", "template", "max_attempts"}};
+    section s{r, sub, "agents." + name, {"llm", "weights", "template", "max_attempts"}};
     agent_config a;
     a.name = name;
     if (!s.has("llm"))
       r.problem(sub.source(), s.name() + " llm is required (the [llm.*] profile it queries)");
-    s.string("llm", a.llm, false);
+    else if (sub.get("llm")->is_array())
+      read_strings(s, sub, "llm", a.llms);
+    else if (s.string("llm", a.llm, false))
+      a.llms = {a.llm};
+    if (!a.llms.empty())
+      a.llm = a.llms.front();
+    if (auto* w = sub.get("weights")) {
+      auto* list = w->as_array();
+      if (!list) {
+        s.wrong_type("weights", *w, "an array of numbers");
+      } else {
+        for (auto&& e : *list) {
+          double v = e.is_integer()          ? static_cast<double>(e.as_integer()->get())
+                     : e.is_floating_point() ? e.as_floating_point()->get()
+                                             : -1;
+          if (!(v > 0) || !std::isfinite(v)) {
+            s.bad("weights", e, "must hold positive numbers");
+            a.weights.clear();
+            break;
+          }
+          a.weights.push_back(v);
+        }
+        if (!a.weights.empty() && a.weights.size() != a.llms.size())
+          s.bad("weights", *w,
+                "has " + std::to_string(a.weights.size()) + " entries for "
+                    + std::to_string(a.llms.size()) + " llm profiles");
+      }
+    }
+    if (a.weights.size() != a.llms.size())
+      a.weights.assign(a.llms.size(), 1.0);
     s.path("template", a.template_path, true);
     s.integer("max_attempts", a.max_attempts, between(1, 100));
     out[name] = std::move(a);
@@ -601,17 +630,60 @@ void read_strategy(reader& r, const toml::table& t, strategy_config& st) {
   section s{r,
             t,
             "strategy",
-            {"kind", "max_ideas", "phases", "parents", "parallel_candidates", "stall_phases",
-             "brainstormer", "optimizer", "error_fixer"}};
+            {"kind",
+             "max_ideas",
+             "phases",
+             "parents",
+             "parallel_candidates",
+             "stall_phases",
+             "brainstormer",
+             "optimizer",
+             "error_fixer",
+             "iterations",
+             "islands",
+             "population_size",
+             "archive_size",
+             "migration_interval",
+             "migration_rate",
+             "exploration_ratio",
+             "exploitation_ratio",
+             "feature_dimensions",
+             "feature_bins",
+             "top_programs",
+             "inspirations",
+             "template",
+             "reviewer"}};
   s.choice("kind", st.kind, strategies);
   s.integer("max_ideas", st.max_ideas, between(1, 1000));
   s.integer("phases", st.phases, between(1, 10000));
   s.integer("parents", st.parents, between(1, 1000));
   s.integer("parallel_candidates", st.parallel_candidates, between(1, 1024));
   s.integer("stall_phases", st.stall_phases, between(0, 10000));
+  s.integer("iterations", st.iterations, between(1, 1000000));
+  s.integer("islands", st.islands, between(1, 1000));
+  s.integer("population_size", st.population_size, between(1, 100000));
+  s.integer("archive_size", st.archive_size, between(1, 100000));
+  s.integer("migration_interval", st.migration_interval, between(1, 1000000));
+  s.number("migration_rate", st.migration_rate, between(0, 1));
+  s.number("exploration_ratio", st.exploration_ratio, between(0, 1));
+  s.number("exploitation_ratio", st.exploitation_ratio, between(0, 1));
+  if (st.exploration_ratio + st.exploitation_ratio > 1 + 1e-9)
+    s.bad("exploitation_ratio",
+          *t.get(t.contains("exploitation_ratio") ? "exploitation_ratio" : "exploration_ratio"),
+          "plus exploration_ratio must be at most 1 (the rest is random sampling)");
+  read_strings(s, t, "feature_dimensions", st.feature_dimensions);
+  for (auto& d : st.feature_dimensions)
+    if (d != "complexity" && d != "diversity")
+      s.bad("feature_dimensions", *t.get("feature_dimensions"),
+            "holds '" + d + "'; known dimensions are \"complexity\" and \"diversity\"");
+  s.integer("feature_bins", st.feature_bins, between(1, 1000));
+  s.integer("top_programs", st.top_programs, between(0, 100));
+  s.integer("inspirations", st.inspirations, between(0, 100));
+  s.choice("template", st.template_kind, names{"crossover", "mutation"});
   s.string("brainstormer", st.brainstormer, false);
   s.string("optimizer", st.optimizer, false);
   s.string("error_fixer", st.error_fixer, false);
+  s.string("reviewer", st.reviewer, true);
 }
 
 // --- phase two: how the tables relate --------------------------------------------------------
@@ -657,10 +729,13 @@ void check_relations(reader& r, const toml::table& doc, config& cfg) {
 
   auto* agents_doc = doc.get_as<toml::table>("agents");
   for (auto& [name, a] : cfg.agents) {
-    if (cfg.llm.count(a.llm))
-      continue;
-    auto where = key_place(agents_doc ? agents_doc->get_as<toml::table>(name) : nullptr, "llm");
-    r.problem(where, "[agents." + name + "] llm '" + a.llm + "' is not a declared [llm.*] profile");
+    for (auto& profile : a.llms) {
+      if (cfg.llm.count(profile))
+        continue;
+      auto where = key_place(agents_doc ? agents_doc->get_as<toml::table>(name) : nullptr, "llm");
+      r.problem(where,
+                "[agents." + name + "] llm '" + profile + "' is not a declared [llm.*] profile");
+    }
   }
 
   auto* strategy_doc = doc.get_as<toml::table>("strategy");
@@ -669,6 +744,10 @@ void check_relations(reader& r, const toml::table& doc, config& cfg) {
       {"optimizer", &cfg.strategy.optimizer},
       {"error_fixer", &cfg.strategy.error_fixer},
   };
+  if (!cfg.strategy.reviewer.empty() && !cfg.agents.count(cfg.strategy.reviewer))
+    r.problem(key_place(strategy_doc, "reviewer"), "[strategy] reviewer role '"
+                                                       + cfg.strategy.reviewer + "' has no [agents."
+                                                       + cfg.strategy.reviewer + "] table");
   for (auto& [role, agent] : roles) {
     if (cfg.agents.count(*agent))
       continue;
@@ -753,6 +832,8 @@ config parse_config(const std::string& text, const std::string& origin) {
       agent_config a;
       a.name = *role;
       a.llm = cfg.llm.begin()->first;
+      a.llms = {a.llm};
+      a.weights = {1.0};
       cfg.agents.emplace(a.name, a);
     }
   }

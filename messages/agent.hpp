@@ -12,6 +12,18 @@
 
 namespace kiln {
 
+/// A program shown to the LLM as context, with what it measured (PIKE-O's top programs and
+/// inspirations).
+struct program_note {
+  std::string code;
+  double runtime_ms = 0; ///< 0 when it has none (it failed)
+  double speedup = 0;
+};
+
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, program_note& x) {
+  return f(caf::meta::type_name("program_note"), x.code, x.runtime_ms, x.speedup);
+}
+
 /// What a strategy asks of an agent role. The role renders it into a prompt with its template,
 /// sends it through its LLM profile, and parses the reply.
 struct agent_request {
@@ -23,11 +35,14 @@ struct agent_request {
   runner_facts facts;     ///< what the evaluating runner has
   int32_t max_ideas = 10; ///< for `brainstorm`
   uint64_t seed = 0;
+  /// For `crossover`: the current program's own measurements, and other programs to draw on.
+  program_note current;
+  std::vector<program_note> inspirations;
 };
 
 template <class Inspector> typename Inspector::result_type inspect(Inspector& f, agent_request& x) {
   return f(caf::meta::type_name("agent_request"), x.task, x.kind, x.idea, x.code, x.last, x.facts,
-           x.max_ideas, x.seed);
+           x.max_ideas, x.seed, x.current, x.inspirations);
 }
 
 /// A parsed answer: ideas for a brainstorm, code otherwise.

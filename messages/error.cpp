@@ -64,6 +64,10 @@ const char* to_string(prompt_kind k) {
       return "improve";
     case prompt_kind::fix:
       return "fix";
+    case prompt_kind::crossover:
+      return "crossover";
+    case prompt_kind::review:
+      return "review";
   }
   return "unknown";
 }

@@ -10,7 +10,14 @@ namespace kiln {
 
 /// What kind of prompt a query carries. Real LLMs read only the prompt; the offline `rules`
 /// provider also uses the kind to decide what to answer.
-enum class prompt_kind : uint8_t { brainstorm, optimize, improve, fix };
+enum class prompt_kind : uint8_t {
+  brainstorm, ///< a list of ideas for the task
+  optimize,   ///< a first program that implements one idea
+  improve,    ///< a faster version of one correct program (PIKE-B's and PIKE-O's mutation)
+  fix,        ///< a repaired version of a program that failed
+  crossover,  ///< a faster program that draws on the best programs so far (PIKE-O)
+  review,     ///< a check of a new program before it is evaluated (a reviewer role)
+};
 
 const char* to_string(prompt_kind k);
 

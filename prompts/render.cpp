@@ -109,6 +109,26 @@ std::string render_device_facts(const runner_facts& f) {
   return out;
 }
 
+std::string render_measurement(const program_note& p) {
+  if (p.runtime_ms <= 0)
+    return "not measured";
+  return format_number(p.runtime_ms) + " ms per call, " + format_number(p.speedup)
+         + "x the reference's speed";
+}
+
+/// Other programs, best first, each with its measurement in a heading and its code fenced.
+std::string render_inspirations(const std::vector<program_note>& programs) {
+  if (programs.empty())
+    return "(none yet)";
+  std::string out;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    out += (i ? "\n\n" : "") + std::string{"#### Program "} + std::to_string(i + 1) + ": "
+           + render_measurement(programs[i]) + "\n```python\n"
+           + trim_trailing_newlines(programs[i].code) + "\n```";
+  }
+  return out;
+}
+
 std::string or_empty_note(std::string s) {
   s = trim_trailing_newlines(std::move(s));
   return s.empty() ? "(empty)" : s;
@@ -178,6 +198,8 @@ std::map<std::string, std::string> request_slots(const agent_request& req) {
   s["max_ideas"] = std::to_string(req.max_ideas > 0 ? req.max_ideas : 1);
   s["example_reference"] = std::string{example_reference()};
   s["example_candidate"] = std::string{example_candidate()};
+  s["current_measurement"] = render_measurement(req.current);
+  s["inspirations"] = render_inspirations(req.inspirations);
   return s;
 }
 

@@ -1231,9 +1231,16 @@ std::string rules_answer(const llm_request& req) {
     case prompt_kind::optimize:
       return answer_optimize(p, traits, req.seed);
     case prompt_kind::improve:
+    case prompt_kind::crossover: // the rules know no other programs: they improve the current one
       return answer_improve(p, traits, req.seed);
     case prompt_kind::fix:
       return answer_fix(p);
+    case prompt_kind::review:
+      // The rules wrote every program they see: they have nothing to object to.
+      if (p.current)
+        return "I checked the program against the contract; it stands as written.\n\n"
+               + fenced(*p.current);
+      return no_reference_answer();
   }
   return no_reference_answer();
 }

@@ -1,12 +1,14 @@
 #include "prompts/templates.hpp"
 
-// The four template texts are generated from prompts/templates/*.txt by kiln_embed (see
+// The template texts are generated from prompts/templates/*.txt by kiln_embed (see
 // prompts/CMakeLists.txt); this file only declares them and holds the worked example.
 namespace kiln::embedded {
 extern const std::string_view template_brainstorm;
 extern const std::string_view template_optimize;
 extern const std::string_view template_improve;
 extern const std::string_view template_fix;
+extern const std::string_view template_crossover;
+extern const std::string_view template_review;
 } // namespace kiln::embedded
 
 namespace kiln {
@@ -107,6 +109,10 @@ std::string_view builtin_template(prompt_kind kind) {
       return embedded::template_improve;
     case prompt_kind::fix:
       return embedded::template_fix;
+    case prompt_kind::crossover:
+      return embedded::template_crossover;
+    case prompt_kind::review:
+      return embedded::template_review;
   }
   return embedded::template_optimize;
 }

@@ -117,9 +117,6 @@ int run(const run_args& args) {
       plan.cfg.run.out = args.out;
     if (plan.cfg.run.tasks.empty())
       throw config_error(args.config + ": [run] tasks is empty and no --tasks given");
-    if (plan.cfg.strategy.kind != "pike-b")
-      throw config_error(args.config + ": [strategy] kind '" + plan.cfg.strategy.kind
-                         + "' is not available in this build yet; use \"pike-b\"");
     plan.tasks = find_tasks(plan.cfg.run.tasks);
     auto python = find_python(plan.cfg.evaluator.python);
     auto devices = select_devices(plan.cfg.evaluator.devices);

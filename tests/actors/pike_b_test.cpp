@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "actors/agent.hpp"
+#include "actors/sqlite.hpp"
 #include "actors/strategy_pike_b.hpp"
 #include "tests/actors/fixture.hpp"
 
@@ -100,4 +102,106 @@ TEST_CASE_METHOD(actor_fixture, "stall_phases ends a search that stopped improvi
   auto s = run(*sys, std::move(plan));
   REQUIRE(s.tasks.size() == 1);
   CHECK(s.tasks[0].stop_reason == "stalled");
+}
+
+TEST_CASE("a weighted role picks its profile from the query's seed alone") {
+  std::vector<double> w = {0.8, 0.2};
+  int strong = 0;
+  for (uint64_t seed = 0; seed < 10000; ++seed) {
+    auto i = pick_profile(w, seed, "optimizer");
+    CHECK(i == pick_profile(w, seed, "optimizer")); // the same seed, the same profile
+    strong += i == 1 ? 1 : 0;
+  }
+  CHECK(strong > 1700);
+  CHECK(strong < 2300);
+  CHECK(pick_profile({1.0}, 42, "x") == 0);
+}
+
+TEST_CASE_METHOD(actor_fixture,
+                 "an ensemble role's queries go to both profiles; the archive says which") {
+  auto out = fresh_dir("ensemble");
+  auto plan = instant_plan(out, 40);
+  plan.tasks = {bundled_task("1_MLP")};
+  llm_profile_config strong;
+  strong.name = "strong";
+  strong.provider = "rules";
+  plan.cfg.llm["strong"] = strong;
+  auto& o = plan.cfg.agents.at("optimizer");
+  o.llms = {"rules", "strong"};
+  o.weights = {1.0, 1.0};
+  auto s = run(*sys, std::move(plan));
+  REQUIRE(s.tasks.size() == 1);
+  sqlite::database db{out + "/archive.sqlite", sqlite::open_mode::read_only};
+  auto st = db.prepare("SELECT COUNT(DISTINCT profile) FROM llm_calls WHERE role = 'optimizer'");
+  REQUIRE(st.step());
+  CHECK(st.column_int64(0) == 2);
+}
+
+TEST_CASE_METHOD(actor_fixture,
+                 "with the rules provider and a fixed seed two runs send the same prompts") {
+  auto prompts_of = [&](const std::string& name) {
+    auto out = fresh_dir(name);
+    auto plan = instant_plan(out, 25);
+    plan.tasks = {bundled_task("2_ConvBnRelu")};
+    plan.cfg.strategy.parallel_candidates = 1; // one ordering of events
+    plan.cfg.strategy.phases = 10000;
+    plan.cfg.run.seed = 11;
+    run(*sys, std::move(plan));
+    sqlite::database db{out + "/archive.sqlite", sqlite::open_mode::read_only};
+    auto st = db.prepare("SELECT role, kind, prompt FROM llm_calls ORDER BY id");
+    std::vector<std::string> out_prompts;
+    while (st.step())
+      out_prompts.push_back(st.column_text(0) + "|" + st.column_text(1) + "|" + st.column_text(2));
+    return out_prompts;
+  };
+  auto a = prompts_of("determinism-a");
+  auto b = prompts_of("determinism-b");
+  REQUIRE(a.size() == 25);
+  CHECK(a == b);
+}
+
+TEST_CASE_METHOD(actor_fixture,
+                 "a reviewer role declared in the config reads every program first") {
+  auto out = fresh_dir("reviewer");
+  auto plan = instant_plan(out, 20);
+  plan.tasks = {bundled_task("1_MLP")};
+  agent_config reviewer;
+  reviewer.name = "reviewer";
+  reviewer.llm = "rules";
+  plan.cfg.agents["reviewer"] = reviewer;
+  plan.cfg.strategy.reviewer = "reviewer";
+  plan.cfg.strategy.phases = 10000;
+  auto s = run(*sys, std::move(plan));
+  REQUIRE(s.tasks.size() == 1);
+  CHECK(s.tasks[0].queries == 20); // reviews count against the budget
+  sqlite::database db{out + "/archive.sqlite", sqlite::open_mode::read_only};
+  auto count = [&](const std::string& sql) {
+    auto st = db.prepare(sql);
+    REQUIRE(st.step());
+    return st.column_int64(0);
+  };
+  auto reviews =
+      count("SELECT COUNT(*) FROM llm_calls WHERE role = 'reviewer' AND kind = 'review'");
+  auto programs =
+      count("SELECT COUNT(*) FROM llm_calls WHERE role <> 'reviewer' AND kind <> 'brainstorm'");
+  CHECK(reviews > 0);
+  CHECK(reviews >= programs - 1); // every program but perhaps the last, refused by the budget
+}
+
+TEST_CASE_METHOD(actor_fixture, "kind = pike-o runs PIKE-O under the supervisor's budgets") {
+  auto plan = instant_plan(fresh_dir("pike-o-run"), 30);
+  plan.tasks = {bundled_task("1_MLP"), bundled_task("3_Softmax")};
+  plan.cfg.strategy.kind = "pike-o";
+  plan.cfg.strategy.islands = 2;
+  plan.cfg.strategy.iterations = 1000;
+  plan.cfg.strategy.migration_interval = 5;
+  auto s = run(*sys, std::move(plan));
+  CHECK(s.strategy == "pike-o");
+  REQUIRE(s.tasks.size() == 2);
+  for (auto& t : s.tasks) {
+    CHECK(t.queries == 30);
+    CHECK(t.stop_reason == "budget");
+    CHECK(t.evaluations > 0);
+    CHECK(t.best_speedup >= 1.0);
+  }
 }

@@ -483,4 +483,68 @@ TEST_CASE("bad LLM profile values are refused with their place") {
              Catch::Contains("thinking_budget must be below max_tokens"));
 }
 
+TEST_CASE("the strategy presets load with the paper's settings") {
+  auto b = load_config(source_dir + "/config/pike-b.toml");
+  CHECK(b.strategy.kind == "pike-b");
+  CHECK(b.budget.queries_per_task == 300);
+  CHECK(b.strategy.max_ideas == 10);
+  CHECK(b.strategy.parents == 4);
+  CHECK(b.agents.at("error_fixer").max_attempts == 5);
+  auto o = load_config(source_dir + "/config/pike-o.toml");
+  CHECK(o.strategy.kind == "pike-o");
+  CHECK(o.strategy.islands == 3);
+  CHECK(o.strategy.archive_size == 12);
+  CHECK(o.strategy.template_kind == "crossover");
+  CHECK(o.strategy.parallel_candidates == 20);
+  auto best = load_config(source_dir + "/config/pike-o-best.toml");
+  CHECK(best.strategy.islands == 1);
+  CHECK(best.strategy.archive_size == 4);
+  CHECK(best.strategy.exploitation_ratio == 1.0);
+  CHECK(best.strategy.exploration_ratio == 0.0);
+  CHECK(best.strategy.template_kind == "mutation");
+  CHECK(best.strategy.parallel_candidates == 1);
+}
+
+TEST_CASE("bad PIKE-O settings are refused with their place") {
+  CHECK_THAT(
+      error_of(write("po-ratio.toml", "[strategy]\nkind = \"pike-o\"\nexploration_ratio = 0.5\n"
+                                      "exploitation_ratio = 0.6\n")),
+      Catch::Contains("po-ratio.toml:4:") && Catch::Contains("at most 1"));
+  CHECK_THAT(error_of(write("po-feature.toml", "[strategy]\nfeature_dimensions = [\"speed\"]\n")),
+             Catch::Contains("known dimensions"));
+  CHECK_THAT(error_of(write("po-template.toml", "[strategy]\ntemplate = \"diff\"\n")),
+             Catch::Contains("template"));
+}
+
+TEST_CASE("a role may draw on several profiles with weights") {
+  auto cfg = load_config(write("ensemble.toml", R"(
+[llm.cheap]
+provider = "rules"
+[llm.strong]
+provider = "rules"
+[agents.brainstormer]
+llm = "strong"
+[agents.optimizer]
+llm = ["cheap", "strong"]
+weights = [0.8, 0.2]
+[agents.error_fixer]
+llm = ["cheap", "strong"]
+)"));
+  auto& o = cfg.agents.at("optimizer");
+  CHECK(o.llm == "cheap");
+  CHECK(o.llms == std::vector<std::string>{"cheap", "strong"});
+  CHECK(o.weights == std::vector<double>{0.8, 0.2});
+  CHECK(cfg.agents.at("error_fixer").weights == std::vector<double>{1.0, 1.0});
+  CHECK(cfg.agents.at("brainstormer").llms == std::vector<std::string>{"strong"});
+  auto head = std::string{"[llm.a]\nprovider = \"rules\"\n[llm.b]\nprovider = \"rules\"\n"
+                          "[agents.brainstormer]\nllm = \"a\"\n[agents.error_fixer]\nllm = \"a\"\n"
+                          "[agents.optimizer]\n"};
+  CHECK_THAT(error_of(write("ens-count.toml", head + "llm = [\"a\", \"b\"]\nweights = [1]\n")),
+             Catch::Contains("has 1 entries for 2 llm profiles"));
+  CHECK_THAT(error_of(write("ens-neg.toml", head + "llm = [\"a\", \"b\"]\nweights = [1, -2]\n")),
+             Catch::Contains("positive numbers"));
+  CHECK_THAT(error_of(write("ens-unknown.toml", head + "llm = [\"a\", \"zz\"]\n")),
+             Catch::Contains("llm 'zz' is not a declared [llm.*] profile"));
+}
+
 } // namespace kiln

@@ -38,6 +38,9 @@ agent_request full_request(prompt_kind kind) {
   req.facts.memory_bytes = int64_t{141} * 1024 * 1024 * 1024;
   req.facts.capability = "9.0";
   req.max_ideas = 7;
+  req.current = {req.code, 0.5, 2.0};
+  req.inspirations = {{"class ModelNew: pass  # inspiration one\n", 0.25, 4.0},
+                      {"class ModelNew: pass  # a failed one\n", 0, 0}};
   return req;
 }
 
@@ -102,8 +105,8 @@ TEST_CASE("request_slots on a CPU runner and an empty verdict") {
 }
 
 TEST_CASE("every built-in template renders and carries the fixed markers") {
-  for (auto kind :
-       {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve, prompt_kind::fix}) {
+  for (auto kind : {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve,
+                    prompt_kind::fix, prompt_kind::crossover}) {
     INFO("kind " << to_string(kind));
     auto req = full_request(kind);
     auto text = render_request(req);
@@ -128,6 +131,16 @@ TEST_CASE("every built-in template renders and carries the fixed markers") {
       CHECK(has(text, "### Idea\n" + req.idea + "\n"));
     if (kind == prompt_kind::improve || kind == prompt_kind::fix)
       CHECK(has(text, "### Current program\n```python\n" + req.code));
+    if (kind == prompt_kind::crossover) {
+      CHECK(has(text, "### Current program\nMeasured: 0.5 ms per call, 2x the reference's speed\n"
+                      "```python\n"
+                          + req.code));
+      CHECK(has(text, "#### Program 1: 0.25 ms per call, 4x the reference's speed\n```python\n"
+                      "class ModelNew: pass  # inspiration one\n```"));
+      CHECK(has(text, "#### Program 2: not measured"));
+      // The rules provider reads the current program, not an inspiration, as the one to improve.
+      CHECK(text.find("### Current program") < text.find("inspiration one"));
+    }
     if (kind == prompt_kind::fix) {
       CHECK(has(text, "- status: incorrect"));
       CHECK(has(text, "output 0: max abs diff 0.31, max rel diff 0.02"));
@@ -147,8 +160,8 @@ TEST_CASE("an override template is used instead of the built-in one") {
 TEST_CASE("a default request renders with every built-in template") {
   // The agent validates custom templates by rendering an empty request; the built-ins must
   // pass the same check.
-  for (auto kind :
-       {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve, prompt_kind::fix}) {
+  for (auto kind : {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve,
+                    prompt_kind::fix, prompt_kind::crossover}) {
     agent_request req;
     req.kind = kind;
     CHECK_NOTHROW(render_request(req));
