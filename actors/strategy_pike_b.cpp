@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/strategy_common.hpp"
 #include "config/defaults.hpp"
 #include "messages/error.hpp"
 
@@ -74,27 +75,15 @@ void conclude(self_ptr self);
 /// numbers and so are biased upwards.
 void apply_retime(self_ptr self, const retime_result& r) {
   auto& st = self->state;
-  if (!r.error.empty() || r.speedups.size() != st.winners.size()
-      || r.candidates.size() != st.winners.size()) {
+  std::string why;
+  if (!kiln::apply_retime(st.result, st.winners, r, why)) {
     spdlog::warn("pike-b {}: final re-timing failed ({}); reporting the search's figures",
-                 st.task.name, r.error.empty() ? "malformed result" : r.error);
+                 st.task.name, why);
     return;
   }
-  size_t best = 0;
-  for (size_t i = 1; i < r.speedups.size(); ++i)
-    if (r.speedups[i] > r.speedups[best])
-      best = i;
-  auto& res = st.result;
-  res.retimed = true;
-  res.reference_ms = r.reference.median_ms;
-  res.found = r.speedups[best] >= 1.0;
-  res.best_speedup = std::max(1.0, r.speedups[best]);
-  res.best_runtime_ms = r.candidates[best].median_ms;
-  res.best_code = st.winners[best].code;
-  res.best_seq = st.winners[best].seq;
   spdlog::info("pike-b {}: re-timed {} candidates in {} rounds: best #{} {:.3f}x (search: {:.3f}x)",
-               st.task.name, st.winners.size(), st.cfg.retime_rounds, res.best_seq,
-               r.speedups[best], res.search_speedup);
+               st.task.name, st.winners.size(), st.cfg.retime_rounds, st.result.best_seq,
+               st.result.best_speedup, st.result.search_speedup);
 }
 
 /// Re-times the winners before the task reports, unless the run is being stopped (a user who
@@ -104,13 +93,7 @@ bool start_retime(self_ptr self) {
   if (st.stopping || st.cfg.retime_rounds <= 0 || st.winners.empty())
     return false;
   st.retiming = true;
-  retime_job job;
-  job.task = st.task;
-  job.rounds = static_cast<int32_t>(st.cfg.retime_rounds);
-  for (const auto& w : st.winners) {
-    job.candidate_ids.push_back(st.task.name + "#" + std::to_string(w.seq));
-    job.codes.push_back(w.code);
-  }
+  auto job = retime_job_of(st.task, st.winners, st.cfg.retime_rounds);
   self->request(st.dispatcher, defaults::request_timeout, retime_atom::value, std::move(job))
       .then(
           [self](retime_result& r) {
@@ -148,32 +131,15 @@ void conclude(self_ptr self) {
 
 /// Keeps the `retime_top` fastest correct candidates for the final re-timing.
 void keep_winner(self_ptr self, const candidate_record& rec) {
-  auto& st = self->state;
-  auto& w = st.winners;
-  auto faster = [](const candidate_record& a, const candidate_record& b) {
-    return a.result.speedup > b.result.speedup;
-  };
-  w.insert(std::upper_bound(w.begin(), w.end(), rec, faster), rec);
-  if (static_cast<int64_t>(w.size()) > std::max<int64_t>(1, st.cfg.retime_top))
-    w.pop_back();
+  kiln::keep_winner(self->state.winners, rec, self->state.cfg.retime_top);
 }
 
 /// Records a judged candidate, keeps it if correct, queues a fix if it failed.
 void judged(self_ptr self, const work& w, candidate_record rec) {
   auto& st = self->state;
-  ++st.result.evaluations;
+  count_verdict(st.result, rec);
   const auto& v = rec.result;
   if (v.status == verdict_status::correct) {
-    ++st.result.correct;
-    if (st.result.reference_ms <= 0)
-      st.result.reference_ms = v.reference.median_ms;
-    if (v.speedup > st.result.best_speedup || (!st.result.found && v.speedup >= 1.0)) {
-      st.result.found = true;
-      st.result.best_speedup = std::max(1.0, v.speedup);
-      st.result.best_runtime_ms = v.candidate.median_ms;
-      st.result.best_code = rec.code;
-      st.result.best_seq = rec.seq;
-    }
     keep_winner(self, rec);
     st.phase_correct.push_back(std::move(rec));
   } else if (w.attempt < st.cfg.max_attempts && !st.stopping) {
