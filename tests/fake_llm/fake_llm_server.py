@@ -162,6 +162,10 @@ class State:
         self.key = args.key
         self.models = set(m.strip() for m in args.models.split(",") if m.strip()) if args.models else None
         self.reply = args.reply_text
+        # With --reply-dir: several replies, served in turn (request n gets reply n mod count),
+        # so that one run sees good, broken, wrong and cheating programs.
+        self.replies = args.replies
+        self.reply_turn = 0
         self.verbose = args.verbose
         self.lock = threading.Lock()
         self.queue = collections.deque(parse_fault_list(args.faults))
@@ -183,6 +187,14 @@ class State:
         self.key_in_url = 0
         self.last_body = None
         self.paths = collections.Counter()
+
+    def next_reply(self):
+        if not self.replies:
+            return self.reply
+        with self.lock:
+            text = self.replies[self.reply_turn % len(self.replies)]
+            self.reply_turn += 1
+        return text
 
     def new_id(self):
         with self.lock:
@@ -749,7 +761,7 @@ class Handler(BaseHTTPRequestHandler):
             stream = bool(body.get("stream"))
         model = body.get("model") if fmt != "gemini" else GEMINI_PATH.match(
             urllib.parse.unquote(split.path)).group("model")
-        call = Call(fmt, body, model, stream, st.reply, st.new_id())
+        call = Call(fmt, body, model, stream, st.next_reply(), st.new_id())
 
         if kind in ERROR_FAULTS:
             status = int(kind)
@@ -839,6 +851,7 @@ def parse_args(argv):
     g = p.add_mutually_exclusive_group()
     g.add_argument("--reply", help="the reply text")
     g.add_argument("--reply-file", help="file holding the reply text")
+    g.add_argument("--reply-dir", help="folder of *.txt replies, served in turn in name order")
     p.add_argument("--faults", default="", help="fault queue, e.g. '429@1,500,ok,cut,truncated'")
     p.add_argument("--fault-rate", default="0", help="probability of a random fault once the queue is empty")
     p.add_argument("--fault-kinds", default=DEFAULT_RANDOM_KINDS,
@@ -847,7 +860,16 @@ def parse_args(argv):
     p.add_argument("--log", help="append one JSON line per API request to this file")
     p.add_argument("--verbose", action="store_true", help="print an access line per request to stderr")
     args = p.parse_args(argv)
-    if args.reply_file:
+    args.replies = []
+    if args.reply_dir:
+        for name in sorted(os.listdir(args.reply_dir)):
+            if name.endswith(".txt"):
+                with open(os.path.join(args.reply_dir, name), encoding="utf-8") as f:
+                    args.replies.append(f.read())
+        if not args.replies:
+            p.error("--reply-dir %s holds no .txt files" % args.reply_dir)
+        args.reply_text = args.replies[0]
+    elif args.reply_file:
         with open(args.reply_file, encoding="utf-8") as f:
             args.reply_text = f.read()
     elif args.reply is not None:
