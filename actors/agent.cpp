@@ -16,13 +16,12 @@
 
 namespace kiln {
 
-std::string load_role_template(const agent_config& role) {
-  if (role.template_path.empty())
-    return {};
-  std::ifstream in{role.template_path};
+namespace {
+
+std::string read_template(const agent_config& role, const std::string& path) {
+  std::ifstream in{path};
   if (!in)
-    throw std::runtime_error("[agents." + role.name + "] cannot read template "
-                             + role.template_path);
+    throw std::runtime_error("[agents." + role.name + "] cannot read template " + path);
   std::stringstream ss;
   ss << in.rdbuf();
   auto text = ss.str();
@@ -30,10 +29,20 @@ std::string load_role_template(const agent_config& role) {
   try {
     render_request(agent_request{}, text);
   } catch (const std::exception& e) {
-    throw std::runtime_error("[agents." + role.name + "] template " + role.template_path + ": "
-                             + e.what());
+    throw std::runtime_error("[agents." + role.name + "] template " + path + ": " + e.what());
   }
   return text;
+}
+
+} // namespace
+
+std::map<std::string, std::string> load_role_templates(const agent_config& role) {
+  std::map<std::string, std::string> out;
+  if (!role.template_path.empty())
+    out[""] = read_template(role, role.template_path);
+  for (auto& [kind, path] : role.template_paths)
+    out[kind] = read_template(role, path);
+  return out;
 }
 
 size_t pick_profile(const std::vector<double>& weights, uint64_t seed, const std::string& role) {
@@ -59,11 +68,12 @@ size_t pick_profile(const std::vector<double>& weights, uint64_t seed, const std
 }
 
 agent_actor::behavior_type agent(agent_actor::stateful_pointer<agent_state> self, agent_config role,
-                                 std::string template_text, std::vector<llm_gateway_actor> llms) {
+                                 std::map<std::string, std::string> templates,
+                                 std::vector<llm_gateway_actor> llms) {
   for (auto& [name, weight] : weighted_profiles(role))
     self->state.weights.push_back(weight);
   self->state.role = std::move(role);
-  self->state.template_text = std::move(template_text);
+  self->state.templates = std::move(templates);
   self->state.llms = std::move(llms);
   return {
       [self](ask_atom, agent_request& req) -> caf::result<agent_reply> {
@@ -74,7 +84,12 @@ agent_actor::behavior_type agent(agent_actor::stateful_pointer<agent_state> self
         q.kind = req.kind;
         q.seed = req.seed;
         try {
-          q.prompt = render_request(req, st.template_text);
+          // The kind's own template, else the role's template for every kind, else built-in.
+          auto kind = st.templates.find(to_string(req.kind));
+          if (kind == st.templates.end())
+            kind = st.templates.find("");
+          q.prompt = render_request(req, kind == st.templates.end() ? std::string_view{}
+                                                                    : std::string_view{kind->second});
         } catch (const std::exception& e) {
           return make_error(ec::bad_config, "agent " + st.role.name + ": " + e.what());
         }

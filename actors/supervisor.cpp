@@ -56,8 +56,8 @@ caf::actor spawn_worker(self_ptr self, const std::string& name) {
       gateways.push_back(
           caf::actor_cast<llm_gateway_actor>(st.workers.at("llm:" + profile).handle));
     auto it = st.plan.templates.find(role.name);
-    auto text = it == st.plan.templates.end() ? std::string{} : it->second;
-    handle = caf::actor_cast<caf::actor>(self->spawn(agent, role, text, std::move(gateways)));
+    auto texts = it == st.plan.templates.end() ? std::map<std::string, std::string>{} : it->second;
+    handle = caf::actor_cast<caf::actor>(self->spawn(agent, role, texts, std::move(gateways)));
   } else if (name.rfind("evaluator:", 0) == 0) {
     auto index = std::stoul(name.substr(10));
     evaluator_actor ev;
@@ -578,8 +578,8 @@ supervisor_actor spawn_supervisor(caf::actor_system& sys, run_plan plan) {
   for (auto& [name, profile] : plan.cfg.llm)
     check_provider(profile);
   for (auto& [name, role] : plan.cfg.agents)
-    if (auto text = load_role_template(role); !text.empty())
-      plan.templates[name] = std::move(text);
+    if (auto texts = load_role_templates(role); !texts.empty())
+      plan.templates[name] = std::move(texts);
   std::filesystem::create_directories(plan.cfg.run.out);
   auto archive =
       spawn_archive(sys, (std::filesystem::path{plan.cfg.run.out} / "archive.sqlite").string());

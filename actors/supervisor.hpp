@@ -40,8 +40,9 @@ struct run_plan {
   std::vector<eval_settings> evaluators;
   /// One compile worker per entry; none means candidates build in the GPU stage.
   std::vector<compile_settings> compilers;
-  /// Role templates read at start (role name -> text; absent means built-in).
-  std::map<std::string, std::string> templates;
+  /// Role templates read at start: role name -> (prompt kind, or "" for all kinds -> text);
+  /// absent means the built-in templates.
+  std::map<std::string, std::map<std::string, std::string>> templates;
   /// Called on every progress report and when a task ends (in the supervisor's context:
   /// keep it quick).
   std::function<void(const task_progress&, bool task_ended)> on_progress;

@@ -93,6 +93,9 @@ struct agent_config {
   std::vector<std::string> llms;
   std::vector<double> weights;
   std::string template_path; ///< empty: the built-in template of its prompt kinds
+  /// Templates for single prompt kinds (`brainstorm`, `optimize`, `improve`, `fix`,
+  /// `crossover`, `review`): they win over `template_path` for their kind.
+  std::map<std::string, std::string> template_paths;
   int64_t max_attempts = defaults::max_attempts;
 };
 

@@ -205,3 +205,32 @@ TEST_CASE_METHOD(actor_fixture, "kind = pike-o runs PIKE-O under the supervisor'
     CHECK(t.best_speedup >= 1.0);
   }
 }
+
+TEST_CASE_METHOD(actor_fixture, "a template given for one prompt kind replaces only that kind's") {
+  auto out = fresh_dir("kind-template");
+  auto path = out + "/improve.txt";
+  {
+    std::ofstream f{path};
+    f << "CUSTOM IMPROVE PROMPT\n### Reference program\n```python\n{{reference}}\n```\n"
+         "### Current program\n```python\n{{code}}\n```\n";
+  }
+  auto plan = instant_plan(out, 20);
+  plan.tasks = {bundled_task("1_MLP")};
+  plan.cfg.strategy.phases = 10000;
+  plan.cfg.agents.at("optimizer").template_paths["improve"] = path;
+  for (auto& [name, role] : plan.cfg.agents)
+    if (auto texts = load_role_templates(role); !texts.empty())
+      plan.templates[name] = texts;
+  run(*sys, std::move(plan));
+  sqlite::database db{out + "/archive.sqlite", sqlite::open_mode::read_only};
+  auto count = [&](const std::string& sql) {
+    auto st = db.prepare(sql);
+    REQUIRE(st.step());
+    return st.column_int64(0);
+  };
+  CHECK(count("SELECT COUNT(*) FROM llm_calls WHERE kind = 'improve'") > 0);
+  CHECK(count("SELECT COUNT(*) FROM llm_calls WHERE kind = 'improve' AND prompt NOT LIKE "
+              "'CUSTOM IMPROVE PROMPT%'") == 0);
+  CHECK(count("SELECT COUNT(*) FROM llm_calls WHERE kind = 'optimize' AND prompt LIKE "
+              "'CUSTOM%'") == 0);
+}

@@ -547,4 +547,24 @@ llm = ["cheap", "strong"]
              Catch::Contains("llm 'zz' is not a declared [llm.*] profile"));
 }
 
+TEST_CASE("templates may be given per prompt kind") {
+  auto cfg = load_config(write("kind-templates.toml", R"(
+[agents.optimizer]
+llm = "main"
+templates = { improve = "t/improve.txt", crossover = "t/cross.txt" }
+[agents.brainstormer]
+llm = "main"
+[agents.error_fixer]
+llm = "main"
+[llm.main]
+provider = "rules"
+)"));
+  auto& t = cfg.agents.at("optimizer").template_paths;
+  CHECK(t.at("improve") == normal(tmp_dir() / "t/improve.txt"));
+  CHECK(t.at("crossover") == normal(tmp_dir() / "t/cross.txt"));
+  CHECK_THAT(error_of(write("kind-bad.toml", "[agents.optimizer]\nllm = \"main\"\n"
+                                             "templates = { mutate = \"x\" }\n")),
+             Catch::Contains("'mutate', which is not a prompt kind"));
+}
+
 } // namespace kiln
