@@ -88,8 +88,9 @@ agent_actor::behavior_type agent(agent_actor::stateful_pointer<agent_state> self
           auto kind = st.templates.find(to_string(req.kind));
           if (kind == st.templates.end())
             kind = st.templates.find("");
-          q.prompt = render_request(req, kind == st.templates.end() ? std::string_view{}
-                                                                    : std::string_view{kind->second});
+          q.prompt =
+              render_request(req, kind == st.templates.end() ? std::string_view{}
+                                                             : std::string_view{kind->second});
         } catch (const std::exception& e) {
           return make_error(ec::bad_config, "agent " + st.role.name + ": " + e.what());
         }

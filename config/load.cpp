@@ -585,7 +585,8 @@ void read_llm(reader& r, const toml::table& t, std::map<std::string, llm_profile
 
 void read_agents(reader& r, const toml::table& t, std::map<std::string, agent_config>& out) {
   each_named(r, t, "agents", [&](const std::string& name, const toml::table& sub) {
-    section s{r, sub, "agents." + name, {"llm", "weights", "template", "templates", "max_attempts"}};
+    section s{
+        r, sub, "agents." + name, {"llm", "weights", "template", "templates", "max_attempts"}};
     agent_config a;
     a.name = name;
     if (!s.has("llm"))
@@ -622,13 +623,14 @@ void read_agents(reader& r, const toml::table& t, std::map<std::string, agent_co
       a.weights.assign(a.llms.size(), 1.0);
     s.path("template", a.template_path, true);
     if (auto* n = sub.get("templates")) {
-      static const names kinds = {"brainstorm", "optimize", "improve", "fix", "crossover", "review"};
+      static const names kinds = {"brainstorm", "optimize",  "improve",
+                                  "fix",        "crossover", "review"};
       if (auto* table = n->as_table()) {
         for (auto&& [k, v] : *table) {
           std::string kind{k.str()};
           if (!contains(kinds, kind)) {
-            r.problem(k.source(), s.name() + " templates has '" + kind + "', which is not a prompt kind ("
-                                      + one_of(kinds) + ")");
+            r.problem(k.source(), s.name() + " templates has '" + kind
+                                      + "', which is not a prompt kind (" + one_of(kinds) + ")");
             continue;
           }
           auto* path = v.as_string();

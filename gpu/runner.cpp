@@ -124,6 +124,8 @@ void parse_facts(simdjson::dom::element f, runner_facts& out) {
   out.multiprocessors = static_cast<int32_t>(get_number(f, "multiprocessors"));
   out.memory_bytes = static_cast<int64_t>(get_number(f, "memory_bytes"));
   out.capability = get_string(f, "capability");
+  out.memory_bandwidth_gbs = get_number(f, "memory_bandwidth_gbs");
+  out.l2_bytes = static_cast<int64_t>(get_number(f, "l2_bytes"));
 }
 
 } // namespace

@@ -23,13 +23,15 @@ struct runner_facts {
   int32_t cpu_threads = 1; ///< torch threads the runner uses
   int32_t multiprocessors = 0;
   int64_t memory_bytes = 0;
-  std::string capability; ///< CUDA compute capability, e.g. `9.0`
+  std::string capability;          ///< CUDA compute capability, e.g. `9.0`
+  double memory_bandwidth_gbs = 0; ///< peak, from the memory clock and bus width; 0 = unknown
+  int64_t l2_bytes = 0;            ///< 0 = unknown
 };
 
 template <class Inspector> typename Inspector::result_type inspect(Inspector& f, runner_facts& x) {
   return f(caf::meta::type_name("runner_facts"), x.device, x.device_name, x.python,
            x.python_version, x.torch_version, x.cuda, x.triton, x.compile, x.cpu_threads,
-           x.multiprocessors, x.memory_bytes, x.capability);
+           x.multiprocessors, x.memory_bytes, x.capability, x.memory_bandwidth_gbs, x.l2_bytes);
 }
 
 /// Robust statistics of repeated timed calls, in milliseconds.

@@ -104,6 +104,12 @@ std::string render_device_facts(const runner_facts& f) {
     out += "\n- multiprocessors: " + std::to_string(f.multiprocessors);
   if (f.memory_bytes > 0)
     out += "\n- memory: " + format_gib(f.memory_bytes);
+  if (f.memory_bandwidth_gbs > 0)
+    out += "\n- memory bandwidth (peak): "
+           + std::to_string(static_cast<int64_t>(std::lround(f.memory_bandwidth_gbs))) + " GB/s";
+  if (f.l2_bytes > 0)
+    out += "\n- L2 cache: " + format_number(static_cast<double>(f.l2_bytes) / (1024.0 * 1024.0))
+           + " MiB";
   if (!f.capability.empty())
     out += "\n- capability: " + f.capability;
   return out;

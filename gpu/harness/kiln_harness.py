@@ -314,6 +314,8 @@ def _facts(torch, device, full):
         "multiprocessors": 0,
         "memory_bytes": 0,
         "capability": "",
+        "memory_bandwidth_gbs": 0.0,
+        "l2_bytes": 0,
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
@@ -321,6 +323,13 @@ def _facts(torch, device, full):
         facts["multiprocessors"] = int(props.multi_processor_count)
         facts["memory_bytes"] = int(props.total_memory)
         facts["capability"] = "%d.%d" % (props.major, props.minor)
+        # Newer torch reports the memory interface; peak bandwidth is two transfers per clock
+        # over the bus (kHz x bits -> GB/s).
+        clock_khz = getattr(props, "memory_clock_rate", 0) or 0
+        bus_bits = getattr(props, "memory_bus_width", 0) or 0
+        if clock_khz and bus_bits:
+            facts["memory_bandwidth_gbs"] = round(2.0 * clock_khz * 1e3 * bus_bits / 8 / 1e9, 1)
+        facts["l2_bytes"] = int(getattr(props, "L2_cache_size", 0) or 0)
     else:
         facts["device_name"] = _cpu_name() or platform.processor() or platform.machine()
         try:

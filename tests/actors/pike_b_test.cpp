@@ -230,7 +230,9 @@ TEST_CASE_METHOD(actor_fixture, "a template given for one prompt kind replaces o
   };
   CHECK(count("SELECT COUNT(*) FROM llm_calls WHERE kind = 'improve'") > 0);
   CHECK(count("SELECT COUNT(*) FROM llm_calls WHERE kind = 'improve' AND prompt NOT LIKE "
-              "'CUSTOM IMPROVE PROMPT%'") == 0);
+              "'CUSTOM IMPROVE PROMPT%'")
+        == 0);
   CHECK(count("SELECT COUNT(*) FROM llm_calls WHERE kind = 'optimize' AND prompt LIKE "
-              "'CUSTOM%'") == 0);
+              "'CUSTOM%'")
+        == 0);
 }

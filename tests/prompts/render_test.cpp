@@ -37,6 +37,8 @@ agent_request full_request(prompt_kind kind) {
   req.facts.multiprocessors = 132;
   req.facts.memory_bytes = int64_t{141} * 1024 * 1024 * 1024;
   req.facts.capability = "9.0";
+  req.facts.memory_bandwidth_gbs = 4915.2;
+  req.facts.l2_bytes = int64_t{60} * 1024 * 1024;
   req.max_ideas = 7;
   req.current = {req.code, 0.5, 2.0};
   req.inspirations = {{"class ModelNew: pass  # inspiration one\n", 0.25, 4.0},
@@ -85,7 +87,7 @@ TEST_CASE("request_slots renders the verdict and the device facts") {
   CHECK(slots.at("device_facts")
         == "- device: cuda:0 (NVIDIA H200)\n- torch: 2.11.0\n- cuda: yes\n- triton: yes\n"
            "- torch.compile: yes\n- threads: 16\n- multiprocessors: 132\n- memory: 141.0 GiB\n"
-           "- capability: 9.0");
+           "- memory bandwidth (peak): 4915 GB/s\n- L2 cache: 60 MiB\n- capability: 9.0");
   CHECK(slots.at("max_ideas") == "7");
   CHECK(slots.at("task") == "9_Toy");
   CHECK(slots.at("example_candidate").find("class ModelNew") != std::string::npos);
