@@ -97,20 +97,25 @@ agent_actor::behavior_type agent(agent_actor::stateful_pointer<agent_state> self
         auto rp = self->make_response_promise<agent_reply>();
         auto kind = req.kind;
         auto max_ideas = static_cast<size_t>(req.max_ideas > 0 ? req.max_ideas : 1);
+        const auto& parser = st.role.parser;
+        bool want_ideas =
+            parser == "ideas" || (parser == "auto" && kind == prompt_kind::brainstorm);
+        bool want_code = parser == "code" || (parser == "auto" && kind != prompt_kind::brainstorm);
         auto pick = pick_profile(st.weights, req.seed, st.role.name);
         auto& llm = st.llms.at(std::min(pick, st.llms.size() - 1));
         self->request(llm, defaults::request_timeout, ask_atom::value, std::move(q))
             .then(
-                [rp, kind, max_ideas](llm_reply& r) mutable {
+                [rp, want_ideas, want_code, max_ideas](llm_reply& r) mutable {
                   agent_reply out;
                   out.profile = r.profile;
                   out.input_tokens = r.input_tokens;
                   out.output_tokens = r.output_tokens;
                   out.cost_usd = r.cost_usd;
-                  if (kind == prompt_kind::brainstorm)
+                  if (want_ideas)
                     out.ideas = extract_ideas(r.text, max_ideas);
-                  else if (auto code = extract_code(r.text))
-                    out.code = std::move(*code);
+                  if (want_code)
+                    if (auto code = extract_code(r.text))
+                      out.code = std::move(*code);
                   out.raw = std::move(r.text);
                   rp.deliver(std::move(out));
                 },

@@ -96,6 +96,9 @@ struct agent_config {
   /// Templates for single prompt kinds (`brainstorm`, `optimize`, `improve`, `fix`,
   /// `crossover`, `review`): they win over `template_path` for their kind.
   std::map<std::string, std::string> template_paths;
+  /// How replies are read: "auto" (ideas from a brainstorm, a program otherwise), "code",
+  /// "ideas", or "text" (neither: the raw reply only, for roles that comment).
+  std::string parser = "auto";
   int64_t max_attempts = defaults::max_attempts;
 };
 

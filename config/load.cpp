@@ -585,8 +585,10 @@ void read_llm(reader& r, const toml::table& t, std::map<std::string, llm_profile
 
 void read_agents(reader& r, const toml::table& t, std::map<std::string, agent_config>& out) {
   each_named(r, t, "agents", [&](const std::string& name, const toml::table& sub) {
-    section s{
-        r, sub, "agents." + name, {"llm", "weights", "template", "templates", "max_attempts"}};
+    section s{r,
+              sub,
+              "agents." + name,
+              {"llm", "weights", "template", "templates", "parser", "max_attempts"}};
     agent_config a;
     a.name = name;
     if (!s.has("llm"))
@@ -645,6 +647,7 @@ void read_agents(reader& r, const toml::table& t, std::map<std::string, agent_co
       }
     }
     s.integer("max_attempts", a.max_attempts, between(1, 100));
+    s.choice("parser", a.parser, names{"auto", "code", "ideas", "text"});
     out[name] = std::move(a);
   });
 }

@@ -236,3 +236,22 @@ TEST_CASE_METHOD(actor_fixture, "a template given for one prompt kind replaces o
               "'CUSTOM%'")
         == 0);
 }
+
+TEST_CASE_METHOD(actor_fixture, "a role's parser decides what its replies yield") {
+  auto run_with = [&](const std::string& name, const std::string& parser) {
+    auto out = fresh_dir(name);
+    auto plan = instant_plan(out, 8);
+    plan.tasks = {bundled_task("1_MLP")};
+    plan.cfg.agents.at("optimizer").parser = parser;
+    plan.cfg.agents.at("error_fixer").parser = parser;
+    return run(*sys, std::move(plan));
+  };
+  // "text": the optimizer's answers are read as comments, never as programs.
+  auto text = run_with("parser-text", "text");
+  REQUIRE(text.tasks.size() == 1);
+  CHECK(text.tasks[0].correct == 0);
+  CHECK(text.tasks[0].evaluations > 0); // judged as replies without a program
+  auto code = run_with("parser-code", "code");
+  REQUIRE(code.tasks.size() == 1);
+  CHECK(code.tasks[0].correct > 0);
+}

@@ -562,6 +562,9 @@ provider = "rules"
   auto& t = cfg.agents.at("optimizer").template_paths;
   CHECK(t.at("improve") == normal(tmp_dir() / "t/improve.txt"));
   CHECK(t.at("crossover") == normal(tmp_dir() / "t/cross.txt"));
+  CHECK_THAT(error_of(write("parser-bad.toml", "[agents.optimizer]\nllm = \"main\"\n"
+                                               "parser = \"json\"\n")),
+             Catch::Contains("parser must be"));
   CHECK_THAT(error_of(write("kind-bad.toml", "[agents.optimizer]\nllm = \"main\"\n"
                                              "templates = { mutate = \"x\" }\n")),
              Catch::Contains("'mutate', which is not a prompt kind"));
