@@ -234,24 +234,39 @@ void offer_elite(self_ptr self, const pike_o_program& p) {
     st.elite.pop_back();
 }
 
-/// Removes the worst entries (lowest fitness, then oldest) that are neither the reference nor
-/// elite until the population fits `population_size`.
+/// Whether the entry at `index` holds its MAP-Elites cell on its island.
+bool holds_cell(self_ptr self, size_t index) {
+  const auto& p = self->state.programs[index];
+  const auto& grid = self->state.grids[static_cast<size_t>(p.island)];
+  auto it = grid.find(p.cell);
+  return it != grid.end() && it->second == p.seq;
+}
+
+/// Removes entries until the population fits `population_size`: never the reference or an
+/// elite; first those that lost their MAP-Elites cell (so every occupied cell keeps its best
+/// program, which is what the grid is for), then the worst (lowest fitness, then oldest).
 void cap_population(self_ptr self) {
   auto& st = self->state;
   auto limit = static_cast<size_t>(std::max<int64_t>(1, st.cfg.population_size));
   while (st.programs.size() > limit) {
     size_t worst = st.programs.size();
+    bool worst_holds = true;
     for (size_t i = 0; i < st.programs.size(); ++i) {
       const auto& p = st.programs[i];
       if (p.seq == 0 || std::find(st.elite.begin(), st.elite.end(), p.seq) != st.elite.end())
         continue;
+      bool holds = holds_cell(self, i);
       if (worst == st.programs.size()) {
         worst = i;
+        worst_holds = holds;
         continue;
       }
       const auto& w = st.programs[worst];
-      if (p.fitness < w.fitness || (p.fitness == w.fitness && p.seq < w.seq))
+      bool worse = p.fitness < w.fitness || (p.fitness == w.fitness && p.seq < w.seq);
+      if ((worst_holds && !holds) || (holds == worst_holds && worse)) {
         worst = i;
+        worst_holds = holds;
+      }
     }
     if (worst == st.programs.size())
       return; // only the reference and elites are left

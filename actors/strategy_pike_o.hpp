@@ -13,8 +13,9 @@
 //              evaluate it; while it failed and fixes are left, ask the error fixer and evaluate
 //              the repair (the error-fixing loop lives inside the iteration)
 //              the child (the last attempt) joins the parent's island: it takes its MAP-Elites
-//              cell if the cell is empty or it is fitter; the population keeps the best
-//              `population_size`; the archive keeps the best `archive_size` correct programs
+//              cell if the cell is empty or it is fitter; the population keeps
+//              `population_size` programs, dropping first those that lost their cell, then the
+//              worst; the archive keeps the best `archive_size` correct programs
 //   every `migration_interval` finished iterations, each island sends the best
 //   ceil(migration_rate x its size) programs to the next island (a ring)
 //   done when the query budget refuses, `iterations` have run, a budget stop arrives, or a stop
