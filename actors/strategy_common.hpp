@@ -7,6 +7,12 @@
 #include <string>
 #include <vector>
 
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "config/defaults.hpp"
+#include "messages/atoms.hpp"
+#include "messages/error.hpp"
 #include "messages/eval.hpp"
 #include "messages/run.hpp"
 
@@ -27,5 +33,39 @@ retime_job retime_job_of(const task_spec& task, const std::vector<candidate_reco
 /// re-timing is unusable; `result` keeps the search's figures then.
 bool apply_retime(task_result& result, const std::vector<candidate_record>& winners,
                   const retime_result& r, std::string& why);
+
+/// Re-times a strategy's winners before its task reports, then calls `conclude(self)`; returns
+/// false (and does nothing) when there is nothing to re-time or the run is being stopped (a user
+/// who pressed Ctrl-C wants out, not more measurements). `Self` is a strategy actor whose state
+/// has `task`, `cfg.retime_rounds`, `winners`, `result`, `dispatcher`, `stopping`, `retiming`.
+template <class Self, class Conclude>
+bool start_retime(Self self, const char* strategy, Conclude conclude) {
+  auto& st = self->state;
+  if (st.stopping || st.cfg.retime_rounds <= 0 || st.winners.empty())
+    return false;
+  st.retiming = true;
+  auto job = retime_job_of(st.task, st.winners, st.cfg.retime_rounds);
+  self->request(st.dispatcher, defaults::request_timeout, retime_atom::value, std::move(job))
+      .then(
+          [self, strategy, conclude](retime_result& r) {
+            auto& st = self->state;
+            std::string why;
+            if (apply_retime(st.result, st.winners, r, why))
+              spdlog::info("{} {}: re-timed {} candidates in {} rounds: best #{} {:.3f}x "
+                           "(search: {:.3f}x)",
+                           strategy, st.task.name, st.winners.size(), st.cfg.retime_rounds,
+                           st.result.best_seq, st.result.best_speedup, st.result.search_speedup);
+            else
+              spdlog::warn("{} {}: final re-timing failed ({}); reporting the search's figures",
+                           strategy, st.task.name, why);
+            conclude(self);
+          },
+          [self, strategy, conclude](caf::error& err) {
+            spdlog::warn("{} {}: final re-timing failed: {}", strategy, self->state.task.name,
+                         render(err));
+            conclude(self);
+          });
+  return true;
+}
 
 } // namespace kiln

@@ -435,38 +435,8 @@ agent_request base_request(self_ptr self) {
 
 // ---- the end of the search ------------------------------------------------------------------
 
-void apply_retime(self_ptr self, const retime_result& r) {
-  auto& st = self->state;
-  std::string why;
-  if (!kiln::apply_retime(st.result, st.winners, r, why)) {
-    spdlog::warn("pike-o {}: final re-timing failed ({}); reporting the search's figures",
-                 st.task.name, why);
-    return;
-  }
-  spdlog::info("pike-o {}: re-timed {} candidates in {} rounds: best #{} {:.3f}x (search: {:.3f}x)",
-               st.task.name, st.winners.size(), st.cfg.retime_rounds, st.result.best_seq,
-               st.result.best_speedup, st.result.search_speedup);
-}
-
-/// Re-times the winners before the task reports, unless the run is being stopped.
 bool start_retime(self_ptr self) {
-  auto& st = self->state;
-  if (st.stopping || st.cfg.retime_rounds <= 0 || st.winners.empty())
-    return false;
-  st.retiming = true;
-  auto job = retime_job_of(st.task, st.winners, st.cfg.retime_rounds);
-  self->request(st.dispatcher, defaults::request_timeout, retime_atom::value, std::move(job))
-      .then(
-          [self](retime_result& r) {
-            apply_retime(self, r);
-            conclude(self);
-          },
-          [self](caf::error& err) {
-            spdlog::warn("pike-o {}: final re-timing failed: {}", self->state.task.name,
-                         render(err));
-            conclude(self);
-          });
-  return true;
+  return kiln::start_retime(self, "pike-o", [](self_ptr s) { conclude(s); });
 }
 
 void finish(self_ptr self) {
