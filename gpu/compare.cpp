@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -136,7 +137,7 @@ std::vector<char> read_bytes(const std::string& path) {
 /// A zip archive in memory, for PyTorchStreamReader.
 class bytes_adapter : public caffe2::serialize::ReadAdapterInterface {
 public:
-  explicit bytes_adapter(const std::vector<char>& bytes) : bytes_(bytes) {}
+  explicit bytes_adapter(std::string_view bytes) : bytes_(bytes) {}
   size_t size() const override { return bytes_.size(); }
   size_t read(uint64_t pos, void* buf, size_t n, const char* what) const override {
     if (pos >= bytes_.size())
@@ -147,7 +148,7 @@ public:
   }
 
 private:
-  const std::vector<char>& bytes_;
+  std::string_view bytes_;
 };
 
 /// libtorch 1.13's unpickler has no APPEND ('a') and no SETITEM ('s'), which Python's pickler
@@ -300,7 +301,7 @@ std::optional<std::vector<char>> rewrite_single_adds(const char* data, size_t si
 
 /// What `torch::pickle_load` does, with the rewrite above in between and every tensor mapped
 /// to the CPU (a harness that saved CUDA tensors still produces a readable file).
-c10::IValue unpickle_archive(const std::vector<char>& bytes) {
+c10::IValue unpickle_archive(std::string_view bytes) {
   caffe2::serialize::PyTorchStreamReader archive(std::make_shared<bytes_adapter>(bytes));
   at::DataPtr record;
   size_t record_size = 0;
@@ -326,8 +327,8 @@ c10::IValue unpickle_archive(const std::vector<char>& bytes) {
   return unpickler.parse_ivalue();
 }
 
-c10::IValue load(const std::string& path) {
-  std::vector<char> bytes = read_bytes(path);
+/// An outputs file's contents, already in memory; `name` says where they came from.
+c10::IValue load_bytes(std::string_view bytes, const std::string& path) {
   try {
     return unpickle_archive(bytes);
   } catch (const c10::Error& e) {
@@ -336,6 +337,11 @@ c10::IValue load(const std::string& path) {
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot read outputs file '" + path + "': " + first_line(e.what()));
   }
+}
+
+c10::IValue load(const std::string& path) {
+  std::vector<char> bytes = read_bytes(path);
+  return load_bytes({bytes.data(), bytes.size()}, path);
 }
 
 /// The tensors of an outputs file, or why it does not hold tensors.
@@ -613,11 +619,13 @@ one_output compare_floating(const at::Tensor& cand, const at::Tensor& ref, size_
 
 } // namespace
 
-output_comparison compare_outputs(const std::string& reference_file,
-                                  const std::string& candidate_file, tolerance tol) {
-  outputs ref = as_outputs(load(reference_file));
+namespace {
+
+output_comparison compare_loaded(const c10::IValue& reference, const std::string& reference_name,
+                                 const std::string& candidate_file, tolerance tol) {
+  outputs ref = as_outputs(reference);
   if (!ref.problem.empty())
-    throw std::runtime_error("reference outputs in '" + reference_file + "': " + ref.problem);
+    throw std::runtime_error("reference outputs in '" + reference_name + "': " + ref.problem);
   outputs cand = as_outputs(load(candidate_file));
 
   output_comparison res;
@@ -671,6 +679,20 @@ output_comparison compare_outputs(const std::string& reference_file,
     }
   }
   return res;
+}
+
+} // namespace
+
+output_comparison compare_outputs(const std::string& reference_file,
+                                  const std::string& candidate_file, tolerance tol) {
+  return compare_loaded(load(reference_file), reference_file, candidate_file, tol);
+}
+
+output_comparison compare_output_bytes(std::string_view reference_bytes,
+                                       const std::string& reference_name,
+                                       const std::string& candidate_file, tolerance tol) {
+  return compare_loaded(load_bytes(reference_bytes, reference_name), reference_name, candidate_file,
+                        tol);
 }
 
 void merge_comparison(output_comparison& acc, const output_comparison& next) {

@@ -3,6 +3,7 @@
 // Output comparison in the parent, with libtorch: the candidate never judges itself.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "messages/eval.hpp"
@@ -30,6 +31,12 @@ struct output_comparison {
 /// Throws std::runtime_error when a file cannot be read.
 output_comparison compare_outputs(const std::string& reference_file,
                                   const std::string& candidate_file, tolerance tol);
+
+/// The same, with the reference's outputs file already in memory (`reference_name` names it in
+/// errors): the evaluator holds them there while the candidate runs, out of its reach.
+output_comparison compare_output_bytes(std::string_view reference_bytes,
+                                       const std::string& reference_name,
+                                       const std::string& candidate_file, tolerance tol);
 
 /// Folds the comparison of another trial into `acc` (worst differences, first failure wins).
 void merge_comparison(output_comparison& acc, const output_comparison& next);

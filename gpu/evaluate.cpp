@@ -284,19 +284,16 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
                                         + " shares storage with an input (the reference's does "
                                           "not)");
 
-    // The comparison reads files in a folder made after the candidate is gone; file names are
-    // the parent's, never taken from the runner's report.
-    auto cmp_dir = ctx.scratch + "/cmp";
-    fs::create_directories(cmp_dir);
+    // The reference's outputs are compared from memory; the candidate's file names are the
+    // parent's, never taken from the runner's report.
     output_comparison cmp;
     const auto t_compare = std::chrono::steady_clock::now();
     for (size_t k = 0; k < seeds.size(); ++k) {
-      auto ref_file = cmp_dir + "/ref_" + std::to_string(k) + ".pt";
-      write_file(ref_file, ref_outputs[k]);
       auto cand_file = cand.dir + "/out_" + std::to_string(k) + ".pt";
       output_comparison trial;
       try {
-        trial = compare_outputs(ref_file, cand_file, {cfg.atol, cfg.rtol});
+        trial = compare_output_bytes(ref_outputs[k], "reference out_" + std::to_string(k) + ".pt",
+                                     cand_file, {cfg.atol, cfg.rtol});
       } catch (const std::exception& e) {
         return finish(vs::runtime_error, std::string{"cannot compare outputs: "} + e.what());
       }
@@ -324,11 +321,10 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       if (int32_t i = new_alias(cand.recheck, ref.recheck); i >= 0)
         return finish(vs::rejected, "candidate output " + std::to_string(i)
                                         + " shares storage with an input (post-timing re-check)");
-      auto ref_file = cmp_dir + "/ref_recheck.pt";
-      write_file(ref_file, ref_recheck);
       output_comparison again;
       try {
-        again = compare_outputs(ref_file, cand.dir + "/out_recheck.pt", {cfg.atol, cfg.rtol});
+        again = compare_output_bytes(ref_recheck, "reference out_recheck.pt",
+                                     cand.dir + "/out_recheck.pt", {cfg.atol, cfg.rtol});
       } catch (const std::exception& e) {
         return finish(vs::runtime_error, std::string{"cannot compare outputs: "} + e.what());
       }
