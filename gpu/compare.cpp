@@ -2,9 +2,12 @@
 // per-operator ATen headers it needs instead of <torch/torch.h> (BUILD-NOTES §2: 25-55 s).
 
 #include "gpu/compare.hpp"
+#include "gpu/mapped_file.hpp"
 
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/ops/isclose.h>
 #include <ATen/ops/view_as_real.h>
 #include <c10/util/Exception.h>
@@ -12,17 +15,21 @@
 #include <torch/csrc/jit/serialization/unpickler.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -47,6 +54,7 @@ namespace kiln {
 namespace {
 
 constexpr int64_t chunk_elems = int64_t{1} << 22; // 32 MiB per float64 temporary
+constexpr int64_t max_compare_threads = 8;
 constexpr double inf = std::numeric_limits<double>::infinity();
 constexpr double low_signal_max_rel_l2 = 0.1;
 constexpr double jitter_eps = 32;
@@ -108,30 +116,6 @@ std::string unravel(int64_t flat, c10::IntArrayRef sizes) {
     flat /= n;
   }
   return dims(idx);
-}
-
-std::vector<char> read_bytes(const std::string& path) {
-  auto fail = [&](int err) {
-    return std::runtime_error("cannot read outputs file '" + path
-                              + "': " + (err != 0 ? std::strerror(err) : "read error"));
-  };
-  std::unique_ptr<FILE, int (*)(FILE*)> f{std::fopen(path.c_str(), "rb"), &std::fclose};
-  if (!f)
-    throw fail(errno);
-  std::vector<char> bytes;
-  // Whole blocks with fread: an istreambuf_iterator copies one character at a time.
-  constexpr size_t block = size_t{1} << 22;
-  for (;;) {
-    size_t have = bytes.size();
-    bytes.resize(have + block);
-    size_t got = std::fread(bytes.data() + have, 1, block, f.get());
-    bytes.resize(have + got);
-    if (got < block)
-      break;
-  }
-  if (std::ferror(f.get()))
-    throw fail(errno);
-  return bytes;
 }
 
 /// A zip archive in memory, for PyTorchStreamReader.
@@ -339,11 +323,6 @@ c10::IValue load_bytes(std::string_view bytes, const std::string& path) {
   }
 }
 
-c10::IValue load(const std::string& path) {
-  std::vector<char> bytes = read_bytes(path);
-  return load_bytes({bytes.data(), bytes.size()}, path);
-}
-
 /// The tensors of an outputs file, or why it does not hold tensors.
 struct outputs {
   std::vector<at::Tensor> tensors;
@@ -375,6 +354,127 @@ outputs as_outputs(const c10::IValue& v) {
     out.problem = "outputs are " + v.tagKind() + ", not tensors";
   }
   return out;
+}
+
+/// The harness's raw outputs format (docs/evaluation.md, "Outputs files"): a text header, then
+/// each tensor's bytes where the header says. Read in place: the tensors are views of the
+/// mapping, which they keep alive.
+constexpr std::string_view raw_magic = "KILNOUT1\n";
+constexpr size_t raw_max_tensors = size_t{1} << 20;
+constexpr size_t raw_max_dims = 64;
+
+class header_reader {
+public:
+  header_reader(std::string_view text, const std::string& name) : text_(text), name_(name) {}
+
+  std::runtime_error bad(const std::string& why) const {
+    return std::runtime_error("cannot read outputs file '" + name_ + "': " + why + " (header byte "
+                              + std::to_string(pos_) + ")");
+  }
+  std::string_view word() {
+    while (pos_ < text_.size() && text_[pos_] == ' ')
+      ++pos_;
+    size_t start = pos_;
+    while (pos_ < text_.size() && text_[pos_] != ' ' && text_[pos_] != '\n')
+      ++pos_;
+    if (start == pos_)
+      throw bad("expected a field");
+    return text_.substr(start, pos_ - start);
+  }
+  uint64_t number() {
+    auto w = word();
+    if (w.size() > 20)
+      throw bad("number too long");
+    uint64_t v = 0;
+    for (char ch : w) {
+      if (ch < '0' || ch > '9')
+        throw bad("not a number: '" + std::string{w} + "'");
+      uint64_t next = v * 10 + static_cast<uint64_t>(ch - '0');
+      if (next / 10 != v)
+        throw bad("number out of range");
+      v = next;
+    }
+    return v;
+  }
+  void end_line() {
+    while (pos_ < text_.size() && text_[pos_] == ' ')
+      ++pos_;
+    if (pos_ >= text_.size() || text_[pos_] != '\n')
+      throw bad("expected the end of a line");
+    ++pos_;
+  }
+
+private:
+  std::string_view text_;
+  const std::string& name_;
+  size_t pos_ = 0;
+};
+
+std::optional<c10::ScalarType> raw_dtype(std::string_view name) {
+  using st = c10::ScalarType;
+  for (st t : {st::Float, st::Double, st::Half, st::BFloat16, st::Long, st::Int, st::Short,
+               st::Char, st::Byte, st::Bool, st::ComplexFloat, st::ComplexDouble})
+    if (dtype_name(t) == name)
+      return t;
+  return std::nullopt;
+}
+
+outputs read_raw(const mapped_file& file) {
+  const std::string_view bytes = file.bytes();
+  const std::string& name = file.name();
+  header_reader in{bytes.substr(raw_magic.size()), name};
+  const uint64_t count = in.number();
+  in.end_line();
+  if (count > raw_max_tensors)
+    throw in.bad("too many tensors (" + std::to_string(count) + ")");
+  std::shared_ptr<const void> keep = keep_alive(file);
+  outputs out;
+  for (uint64_t i = 0; i < count; ++i) {
+    auto type_name = in.word();
+    auto type = raw_dtype(type_name);
+    if (!type)
+      throw in.bad("unknown dtype '" + std::string{type_name} + "'");
+    const uint64_t ndim = in.number();
+    if (ndim > raw_max_dims)
+      throw in.bad("too many dimensions");
+    std::vector<int64_t> sizes;
+    uint64_t numel = 1;
+    for (uint64_t d = 0; d < ndim; ++d) {
+      uint64_t n = in.number();
+      if (n > (uint64_t{1} << 62) || (n != 0 && numel > (uint64_t{1} << 62) / n))
+        throw in.bad("shape too large");
+      numel *= n;
+      sizes.push_back(static_cast<int64_t>(n));
+    }
+    const uint64_t offset = in.number();
+    const uint64_t nbytes = in.number();
+    in.end_line();
+    const uint64_t item = c10::elementSize(*type);
+    if (numel > (uint64_t{1} << 62) / item || nbytes != numel * item)
+      throw in.bad("tensor " + std::to_string(i) + " has " + std::to_string(nbytes)
+                   + " bytes for its shape");
+    if (offset > bytes.size() || nbytes > bytes.size() - offset)
+      throw in.bad("tensor " + std::to_string(i) + " lies outside the file");
+    if (offset % item != 0)
+      throw in.bad("tensor " + std::to_string(i) + " is not aligned");
+    auto options = at::TensorOptions().dtype(*type);
+    if (nbytes == 0) {
+      out.tensors.push_back(at::empty(sizes, options));
+      continue;
+    }
+    // Read-only memory behind a mutable pointer: nothing here writes to these tensors.
+    void* data = const_cast<char*>(bytes.data() + offset);
+    out.tensors.push_back(at::from_blob(
+        data, sizes, [keep](void*) {}, options));
+  }
+  return out;
+}
+
+/// An outputs file in either format: the harness's raw one, or a `torch.save` archive.
+outputs load_outputs(const mapped_file& file) {
+  if (file.bytes().substr(0, raw_magic.size()) == raw_magic)
+    return read_raw(file);
+  return as_outputs(load_bytes(file.bytes(), file.name()));
 }
 
 bool is_exact(c10::ScalarType t) {
@@ -521,37 +621,121 @@ struct float_scan {
       }
     }
   }
+
+  /// Folds in the scan of the values that come right after this one's.
+  void merge(const float_scan& o) {
+    cand_nan = cand_nan || o.cand_nan;
+    cand_inf = cand_inf || o.cand_inf;
+    max_abs = std::max(max_abs, o.max_abs);
+    max_rel = std::max(max_rel, o.max_rel);
+    not_close += o.not_close;
+    if (o.worst_excess > worst_excess) { // strictly: the first of equals wins, as in one pass
+      worst_excess = o.worst_excess;
+      worst_at = o.worst_at;
+      worst_c = o.worst_c;
+      worst_r = o.worst_r;
+    }
+    finite += o.finite;
+    ref_min = std::min(ref_min, o.ref_min);
+    ref_max = std::max(ref_max, o.ref_max);
+    ref_sum += o.ref_sum;
+    ref_absmax = std::max(ref_absmax, o.ref_absmax);
+    cand_min = std::min(cand_min, o.cand_min);
+    cand_max = std::max(cand_max, o.cand_max);
+    err_sq += o.err_sq;
+    ref_near_zero = ref_near_zero && o.ref_near_zero;
+  }
 };
 
-/// Calls `fn(cs, rs, count, base)` over a floating output pair in pieces of plain float or
-/// double values: float32 and float64 straight from the tensors' memory, float16 and bfloat16
-/// converted a chunk at a time, complex as (re, im) pairs.
-template <typename Fn> void for_each_chunk(const at::Tensor& cand, const at::Tensor& ref, Fn&& fn) {
-  at::Tensor c = cand.contiguous();
-  at::Tensor r = ref.contiguous();
-  if (c10::isComplexType(r.scalar_type())) {
-    c = at::view_as_real(c).reshape({-1});
-    r = at::view_as_real(r).reshape({-1});
-  } else {
-    c = c.reshape({-1});
-    r = r.reshape({-1});
+/// An output pair flattened to plain values (complex as (re, im) pairs), same length.
+struct flat_pair {
+  at::Tensor c, r;
+  int64_t n = 0;
+};
+
+flat_pair flatten_pair(const at::Tensor& cand, const at::Tensor& ref) {
+  flat_pair p{cand.contiguous(), ref.contiguous()};
+  if (c10::isComplexType(p.r.scalar_type())) {
+    p.c = at::view_as_real(p.c);
+    p.r = at::view_as_real(p.r);
   }
-  const int64_t n = r.numel();
-  switch (r.scalar_type()) {
+  p.c = p.c.reshape({-1});
+  p.r = p.r.reshape({-1});
+  p.n = p.r.numel();
+  return p;
+}
+
+/// Calls `fn(cs, rs, count, base)` on values [b, e) of the pair: float32 and float64 straight
+/// from the tensors' memory, float16 and bfloat16 converted to float64 first.
+template <typename Fn> void visit_chunk(const flat_pair& p, int64_t b, int64_t e, Fn&& fn) {
+  switch (p.r.scalar_type()) {
     case c10::ScalarType::Float:
-      fn(c.data_ptr<float>(), r.data_ptr<float>(), n, int64_t{0});
+      fn(p.c.data_ptr<float>() + b, p.r.data_ptr<float>() + b, e - b, b);
       return;
     case c10::ScalarType::Double:
-      fn(c.data_ptr<double>(), r.data_ptr<double>(), n, int64_t{0});
+      fn(p.c.data_ptr<double>() + b, p.r.data_ptr<double>() + b, e - b, b);
       return;
-    default:
-      for (int64_t b = 0; b < n; b += chunk_elems) {
-        int64_t e = std::min(n, b + chunk_elems);
-        at::Tensor cs = c.slice(0, b, e).to(at::kCPU, at::kDouble).contiguous();
-        at::Tensor rs = r.slice(0, b, e).to(at::kCPU, at::kDouble).contiguous();
-        fn(cs.data_ptr<double>(), rs.data_ptr<double>(), e - b, b);
-      }
+    default: {
+      at::Tensor cs = p.c.slice(0, b, e).to(at::kCPU, at::kDouble).contiguous();
+      at::Tensor rs = p.r.slice(0, b, e).to(at::kCPU, at::kDouble).contiguous();
+      fn(cs.data_ptr<double>(), rs.data_ptr<double>(), e - b, b);
+    }
   }
+}
+
+/// Calls `fn(cs, rs, count, base)` over a floating output pair, chunk after chunk.
+template <typename Fn> void for_each_chunk(const at::Tensor& cand, const at::Tensor& ref, Fn&& fn) {
+  const flat_pair p = flatten_pair(cand, ref);
+  for (int64_t b = 0; b < p.n; b += chunk_elems)
+    visit_chunk(p, b, std::min(p.n, b + chunk_elems), fn);
+}
+
+/// The scan of a floating output pair, its chunks spread over threads: outputs of hundreds of
+/// megabytes are common, and the device waits while kiln compares. Chunks are fixed, and merged
+/// in order, so the result does not depend on the number of threads.
+float_scan scan_pair(const at::Tensor& cand, const at::Tensor& ref, tolerance tol) {
+  const flat_pair p = flatten_pair(cand, ref);
+  const int64_t chunks = (p.n + chunk_elems - 1) / chunk_elems;
+  std::vector<float_scan> parts(static_cast<size_t>(std::max<int64_t>(chunks, 1)));
+  for (auto& part : parts) {
+    part.atol = tol.atol;
+    part.rtol = tol.rtol;
+  }
+  auto work = [&](int64_t k) {
+    const int64_t b = k * chunk_elems;
+    visit_chunk(
+        p, b, std::min(p.n, b + chunk_elems),
+        [&part = parts[static_cast<size_t>(k)]](const auto* cs, const auto* rs, int64_t count,
+                                                int64_t base) { part.add(cs, rs, count, base); });
+  };
+  const int64_t threads = std::min<int64_t>(
+      {chunks, max_compare_threads, std::max<int64_t>(1, std::thread::hardware_concurrency())});
+  if (threads <= 1) {
+    for (int64_t k = 0; k < chunks; ++k)
+      work(k);
+  } else {
+    std::atomic<int64_t> next{0};
+    std::mutex failed_lock;
+    std::exception_ptr failed;
+    std::vector<std::thread> pool;
+    for (int64_t t = 0; t < threads; ++t)
+      pool.emplace_back([&] {
+        try {
+          for (int64_t k = next++; k < chunks; k = next++)
+            work(k);
+        } catch (...) {
+          std::lock_guard<std::mutex> hold{failed_lock};
+          failed = std::current_exception();
+        }
+      });
+    for (auto& th : pool)
+      th.join();
+    if (failed)
+      std::rethrow_exception(failed);
+  }
+  for (size_t k = 1; k < parts.size(); ++k)
+    parts[0].merge(parts[k]);
+  return parts[0];
 }
 
 one_output compare_floating(const at::Tensor& cand, const at::Tensor& ref, size_t index,
@@ -559,12 +743,7 @@ one_output compare_floating(const at::Tensor& cand, const at::Tensor& ref, size_
   one_output res;
   const std::string out_name = "output " + std::to_string(index);
   const int64_t per_elem = c10::isComplexType(ref.scalar_type()) ? 2 : 1;
-  float_scan scan;
-  scan.atol = tol.atol;
-  scan.rtol = tol.rtol;
-  for_each_chunk(cand, ref, [&scan](const auto* cs, const auto* rs, int64_t count, int64_t base) {
-    scan.add(cs, rs, count, base);
-  });
+  const float_scan scan = scan_pair(cand, ref, tol);
   res.max_abs = scan.max_abs;
   res.max_rel = scan.max_rel;
 
@@ -621,12 +800,12 @@ one_output compare_floating(const at::Tensor& cand, const at::Tensor& ref, size_
 
 namespace {
 
-output_comparison compare_loaded(const c10::IValue& reference, const std::string& reference_name,
-                                 const std::string& candidate_file, tolerance tol) {
-  outputs ref = as_outputs(reference);
+output_comparison compare_loaded(const mapped_file& reference, const mapped_file& candidate,
+                                 tolerance tol) {
+  outputs ref = load_outputs(reference);
   if (!ref.problem.empty())
-    throw std::runtime_error("reference outputs in '" + reference_name + "': " + ref.problem);
-  outputs cand = as_outputs(load(candidate_file));
+    throw std::runtime_error("reference outputs in '" + reference.name() + "': " + ref.problem);
+  outputs cand = load_outputs(candidate);
 
   output_comparison res;
   auto reject = [&](std::string why) {
@@ -685,14 +864,12 @@ output_comparison compare_loaded(const c10::IValue& reference, const std::string
 
 output_comparison compare_outputs(const std::string& reference_file,
                                   const std::string& candidate_file, tolerance tol) {
-  return compare_loaded(load(reference_file), reference_file, candidate_file, tol);
+  return compare_loaded(mapped_file::open(reference_file), mapped_file::open(candidate_file), tol);
 }
 
-output_comparison compare_output_bytes(std::string_view reference_bytes,
-                                       const std::string& reference_name,
-                                       const std::string& candidate_file, tolerance tol) {
-  return compare_loaded(load_bytes(reference_bytes, reference_name), reference_name, candidate_file,
-                        tol);
+output_comparison compare_output_files(const mapped_file& reference, const mapped_file& candidate,
+                                       tolerance tol) {
+  return compare_loaded(reference, candidate, tol);
 }
 
 void merge_comparison(output_comparison& acc, const output_comparison& next) {

@@ -3,9 +3,9 @@
 // Output comparison in the parent, with libtorch: the candidate never judges itself.
 
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "gpu/mapped_file.hpp"
 #include "messages/eval.hpp"
 
 namespace kiln {
@@ -25,18 +25,18 @@ struct output_comparison {
   std::vector<double> max_rel_diff;
 };
 
-/// Compares two output files written by the harness (`torch.save` of a list of tensors).
-/// Checks count, shape, dtype, NaN/Inf, allclose(atol, rtol) and a signal check so that a
-/// constant or all-zero output can never pass where the tolerance would allow it.
+/// Compares two outputs files written by the harness: its raw format (docs/evaluation.md,
+/// "Outputs files") or a `torch.save` archive of a list or tuple of tensors. Checks count,
+/// shape, dtype, NaN/Inf, allclose(atol, rtol) and a signal check so that a constant or
+/// all-zero output can never pass where the tolerance would allow it.
 /// Throws std::runtime_error when a file cannot be read.
 output_comparison compare_outputs(const std::string& reference_file,
                                   const std::string& candidate_file, tolerance tol);
 
-/// The same, with the reference's outputs file already in memory (`reference_name` names it in
-/// errors): the evaluator holds them there while the candidate runs, out of its reach.
-output_comparison compare_output_bytes(std::string_view reference_bytes,
-                                       const std::string& reference_name,
-                                       const std::string& candidate_file, tolerance tol);
+/// The same, over files already mapped: the evaluator maps the reference's outputs and removes
+/// the files before the candidate runs, so they are out of its reach.
+output_comparison compare_output_files(const mapped_file& reference, const mapped_file& candidate,
+                                       tolerance tol);
 
 /// Folds the comparison of another trial into `acc` (worst differences, first failure wins).
 void merge_comparison(output_comparison& acc, const output_comparison& next);

@@ -93,7 +93,11 @@ std::string probe(const candidate& c) {
   ::close(fd);
 
   process_options opts;
-  opts.argv = {c.path, "-c", "import torch"};
+  // Whether torch can be found, not imported: an import costs a second or more on every kiln
+  // command, and the runners import it anyway (a torch that is found but broken fails there,
+  // with its own message).
+  opts.argv = {c.path, "-c",
+               "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"};
   // The same kind of minimal environment the runners get: whatever works here must work there.
   opts.env = {"PATH=" + parent_path_var(), "HOME=/tmp", "LANG=C.UTF-8"};
   opts.stderr_path = err_file;
@@ -106,10 +110,10 @@ std::string probe(const candidate& c) {
   if (!r.started)
     return r.error;
   if (r.timed_out)
-    return "`import torch` did not finish within 60 s";
+    return "looking for torch did not finish within 60 s";
   if (r.exit_code == 0)
     return {};
-  std::string why = "cannot import torch";
+  std::string why = r.exit_code == 1 && r.signal == 0 ? "no torch module" : "cannot look for torch";
   if (r.signal != 0)
     why += " (killed by signal " + std::to_string(r.signal) + ")";
   if (!err_tail.empty())
@@ -120,7 +124,7 @@ std::string probe(const candidate& c) {
 } // namespace
 
 std::string find_python(const std::string& configured) {
-  // Probing costs a Python start and an `import torch` (seconds): once per process and setting.
+  // Probing costs a Python start (tens of milliseconds): once per process and setting.
   // The lock is held while probing so that concurrent evaluators do not all probe at once.
   static std::mutex mutex;
   static std::map<std::string, std::string> found;

@@ -179,9 +179,24 @@ def _main(argv):
         result["load_ms"] = (time.perf_counter() - t_load) * 1000.0
         mark("load")
 
+        # Inputs are made on the device where torch can (torch.device as a context, 2.0+):
+        # a task's CPU tensors cost seconds per trial at the sizes of real tasks, then a copy.
+        # Reference and candidate make theirs the same way, so they get the same values. PIKE
+        # mode keeps PIKE's CPU inputs; a get_inputs that fails on the device gets the CPU.
+        on_device = [is_cuda and not job.get("pike_mode") and hasattr(device, "__enter__")]
+
         def make_inputs(seed):
             torch.manual_seed(int(seed))
-            inputs = list(task.get_inputs())
+            inputs = None
+            if on_device[0]:
+                try:
+                    with device:
+                        inputs = list(task.get_inputs())
+                except Exception:
+                    on_device[0] = False
+                    torch.manual_seed(int(seed))
+            if inputs is None:
+                inputs = list(task.get_inputs())
             return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
         stage[0] = "run"
@@ -215,7 +230,7 @@ def _main(argv):
             # tuple, not a list: libtorch 1.13's unpickler has no APPEND opcode, which pickle
             # uses for a one-element list.
             mark("calls")
-            guard.save(tuple(flat), os.path.join(out_dir, name))
+            _write_outputs(torch, os.path.join(out_dir, name), flat, guard)
             mark("save")
             return {"seed": int(seed), "file": name, "inputs_mutated": bool(mutated),
                     "aliases": aliases}
@@ -374,8 +389,10 @@ def _flatten(torch, out, flat):
     """Appends the tensors of `out` to `flat` (CPU, contiguous, own storage) and returns the
     structure, e.g. `tensor`, `tuple:3`, or `tuple:2[tensor,list:2]` when nested."""
     if isinstance(out, torch.Tensor):
-        # clone: a fresh storage of exactly this size, so a view does not drag its base along.
-        flat.append(out.detach().to("cpu").clone(memory_format=torch.contiguous_format))
+        # On the CPU, written before the next call (_write_outputs copies only the elements of
+        # a view, not its base).
+        t = out.detach()
+        flat.append(t if t.device.type == "cpu" else t.to("cpu"))
         return "tensor"
     if isinstance(out, (bool, int, float, complex)):
         flat.append(torch.as_tensor(out))
@@ -388,6 +405,45 @@ def _flatten(torch, out, flat):
         return "%s:%d[%s]" % (kind, len(parts), ",".join(parts))
     raise TypeError("forward returned a %s; expected tensors, tuples or lists of them"
                     % type(out).__name__)
+
+
+_RAW_MAGIC = b"KILNOUT1\n"
+_RAW_ALIGN = 64
+_RAW_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+               "uint8", "bool", "complex64", "complex128")
+
+
+def _write_outputs(torch, path, tensors, guard):
+    """Writes CPU tensors in kiln's raw outputs format (docs/evaluation.md, "Outputs files"):
+    the C++ evaluator maps the file and compares in place, where a torch.save archive costs a
+    CRC pass and two copies of every byte. A dtype outside the format gets torch.save."""
+    names = {getattr(torch, n): n for n in _RAW_DTYPES}
+    if any(t.dtype not in names for t in tensors):
+        guard.save(tuple(t.clone(memory_format=torch.contiguous_format) for t in tensors), path)
+        return
+    tensors = [t if t.is_contiguous() else t.contiguous() for t in tensors]
+    # Offsets have a fixed width, so the header's length is known before they are.
+    entries = [(names[t.dtype], " ".join([str(t.dim())] + [str(d) for d in t.shape]),
+                t.numel() * t.element_size()) for t in tensors]
+    head = len(_RAW_MAGIC) + len("%d\n" % len(tensors))
+    head += sum(len("%s %s %020d %d\n" % (n, shape, 0, nbytes)) for n, shape, nbytes in entries)
+    offsets = []
+    at = head
+    for _, _, nbytes in entries:
+        at = (at + _RAW_ALIGN - 1) // _RAW_ALIGN * _RAW_ALIGN
+        offsets.append(at)
+        at += nbytes
+    lines = ["%d\n" % len(tensors)] + ["%s %s %020d %d\n" % (n, shape, off, nbytes)
+                                       for (n, shape, nbytes), off in zip(entries, offsets)]
+    with guard.open(path, "wb") as f:
+        f.write(_RAW_MAGIC + "".join(lines).encode("ascii"))
+        pos = head
+        for t, off, (_, _, nbytes) in zip(tensors, offsets, entries):
+            f.write(b"\0" * (off - pos))
+            if nbytes:
+                # The tensor's memory itself, without a copy into a bytes object.
+                f.write((guard.c_char * nbytes).from_address(t.data_ptr()))
+            pos = off + nbytes
 
 
 # -- integrity (docs/evaluation.md, "Integrity checks in the runner") ----------------------------
@@ -431,9 +487,13 @@ class _Guard:
         import threading
         import time
 
+        import ctypes
+
         self.clone = torch.Tensor.clone
         self.copy = torch.Tensor.copy_
         self.save = torch.save
+        self.open = builtins.open
+        self.c_char = ctypes.c_char
         self.is_alive = threading.Thread.is_alive
         self.candidate_file = None
         self.threads = []

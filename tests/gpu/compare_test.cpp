@@ -76,6 +76,27 @@ save("refnan_filled", [a.clone()])
 save("nested", [[a.clone()]])
 save("pair_ref", [a.clone(), a.clone()])
 save("pair_shared", [a, a])
+# The harness's raw format (what runners write), through its own writer.
+sys.path.insert(0, sys.argv[2])
+import ctypes, types, kiln_harness
+io = types.SimpleNamespace(open=open, c_char=ctypes.c_char, save=torch.save)
+def raw(name, tensors):
+    kiln_harness._write_outputs(torch, f"{d}/{name}.pt", list(tensors), io)
+raw("raw_ref", [a, b])
+raw("raw_same", [a.clone(), b.clone()])
+raw("raw_far", [far, b.clone()])
+mixed = [a.t(), torch.tensor(3.5), torch.arange(6, dtype=torch.int16).reshape(2, 3),
+         torch.tensor([True, False]), (a[:2] * 1).to(torch.bfloat16), torch.empty(0, 3),
+         torch.complex(a, b.sum().expand(4, 8))]
+raw("raw_mixed_ref", mixed)
+save("mixed_saved", [t.contiguous() for t in mixed])
+raw("raw_mixed_f16", [mixed[0]] + [mixed[1].to(torch.float16)] + mixed[2:])
+# Several comparison chunks (4M values each): the worst value lies in the third.
+big = torch.randn(9_000_000, generator=g)
+raw("raw_big_ref", [big])
+off = big.clone(); off[100] += 0.2; off[8_500_000] -= 0.7
+raw("raw_big_off", [off])
+save("big_off_saved", [off])
 )PY";
 
 // CTest runs every test case in its own process, several at once: the fixtures are written
@@ -91,8 +112,8 @@ const std::string& fixtures() {
       fs::remove_all(tmp);
       fs::create_directories(tmp);
       std::ofstream(tmp / "make.py") << fixture_script;
-      std::string cmd =
-          kiln::find_python("") + " '" + (tmp / "make.py").string() + "' '" + tmp.string() + "'";
+      std::string cmd = kiln::find_python("") + " '" + (tmp / "make.py").string() + "' '"
+                        + tmp.string() + "' '" + KILN_SOURCE_DIR + "/gpu/harness'";
       if (std::system(cmd.c_str()) != 0)
         throw std::runtime_error("cannot write the fixtures: " + cmd);
       std::error_code ec;
@@ -291,4 +312,55 @@ TEST_CASE("merge_comparison keeps the worst differences and the first failure", 
   CHECK(acc.reason == "output 0 differs");
   CHECK(acc.max_abs_diff == std::vector<double>{0.3, 0.5, 0.7});
   CHECK(acc.max_rel_diff == std::vector<double>{0.01, 0.02});
+}
+
+TEST_CASE("the harness's raw outputs files compare like torch.save archives", "[compare]") {
+  CHECK(cmp("raw_ref", "raw_same").ok);
+  CHECK(cmp("ref", "raw_same").ok); // either format on either side
+  auto far = cmp("raw_ref", "raw_far");
+  CHECK_FALSE(far.ok);
+  CHECK_THAT(far.reason, Catch::Contains("worst at [1, 2]"));
+  // Views, 0-d, int16, bool, bfloat16, empty and complex outputs survive the round trip.
+  auto mixed = cmp("raw_mixed_ref", "mixed_saved");
+  CHECK(mixed.ok);
+  CHECK(mixed.max_abs_diff.size() == 7);
+  auto dtype = cmp("raw_mixed_ref", "raw_mixed_f16");
+  CHECK(dtype.status == verdict_status::rejected);
+  CHECK_THAT(dtype.reason, Catch::Contains("output 1 has dtype float16, expected float32"));
+}
+
+TEST_CASE("a comparison spread over chunks finds the worst value and counts every miss",
+          "[compare]") {
+  auto r = cmp("raw_big_ref", "raw_big_off");
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.reason, Catch::Contains("2 of 9000000 values outside"));
+  CHECK_THAT(r.reason, Catch::Contains("worst at [8500000]"));
+  auto saved = cmp("raw_big_ref", "big_off_saved");
+  CHECK(saved.reason == r.reason);
+  CHECK(saved.max_abs_diff == r.max_abs_diff);
+}
+
+TEST_CASE("a damaged raw outputs file is refused with the reason", "[compare]") {
+  auto write = [](const std::string& tag, const std::string& text) {
+    std::string path = fixtures() + "/bad-" + tag + "-" + std::to_string(getpid()) + ".pt";
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  };
+  std::string data(16, '\0');
+  auto head = [](const std::string& line) {
+    std::string h = "KILNOUT1\n1\n" + line + "\n";
+    return h + std::string(64 - h.size(), '\0');
+  };
+  auto fails = [&](const std::string& tag, const std::string& text, const std::string& why) {
+    auto path = write(tag, text);
+    CHECK_THROWS_WITH(compare_outputs(path, path, {}),
+                      Catch::Contains(path) && Catch::Contains(why));
+  };
+  fails("dtype", head("float99 1 4 64 16") + data, "unknown dtype 'float99'");
+  fails("size", head("float32 1 5 64 16") + data, "16 bytes for its shape");
+  fails("outside", head("float32 1 4 128 16") + data, "outside the file");
+  fails("number", head("float32 1 x4 64 16") + data, "not a number");
+  fails("short", "KILNOUT1\n1\nfloat32 1", "expected");
+  auto good = write("good", head("float32 1 4 64 16") + data);
+  CHECK(compare_outputs(good, good, {}).ok);
 }
