@@ -92,8 +92,12 @@ def _kiln(torch, model, inputs, device, timing, info):
         while True:
             # Zeroing twice the L2 evicts it, so every call starts cold, as in do_bench. The
             # device-wide synchronize inside the events puts work on side streams and the host's
-            # launch overhead into the sample, as PIKE's closure does.
+            # launch overhead into the sample, as PIKE's closure does. The synchronize after the
+            # flush puts all of that overhead there: launched behind a queued flush, a call
+            # would hide as much of it as the flush lasts (do_bench's 256 MB, ~70 us on an H200,
+            # hides most of a Triton launch), so the sample would depend on the flush's size.
             flush.zero_()
+            torch.cuda.synchronize()
             start.record()
             model(*sets[k % len(sets)])
             torch.cuda.synchronize()
