@@ -111,7 +111,7 @@ void judged(self_ptr self, const work& w, candidate_record rec) {
     st.phase_correct.push_back(std::move(rec));
   } else if (w.attempt < st.cfg.max_attempts && !st.stopping) {
     work fix;
-    fix.kind = prompt_kind::fix;
+    fix.kind = fix_kind_for(v.status);
     fix.role = st.cfg.error_fixer;
     fix.idea = w.idea;
     fix.code = rec.code;

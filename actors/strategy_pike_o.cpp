@@ -532,7 +532,7 @@ void judged(self_ptr self, step s, candidate_record rec, bool has_program) {
   }
   ++s.attempt;
   auto req = base_request(self);
-  req.kind = prompt_kind::fix;
+  req.kind = fix_kind_for(s.child.result.status);
   req.code = s.child.code;
   req.last = s.child.result;
   spdlog::debug("pike-o {}: #{} failed ({}), fix {} of {}", st.task.name, s.child.seq,

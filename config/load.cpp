@@ -625,8 +625,8 @@ void read_agents(reader& r, const toml::table& t, std::map<std::string, agent_co
       a.weights.assign(a.llms.size(), 1.0);
     s.path("template", a.template_path, true);
     if (auto* n = sub.get("templates")) {
-      static const names kinds = {"brainstorm", "optimize",  "improve",
-                                  "fix",        "crossover", "review"};
+      static const names kinds = {"brainstorm", "optimize", "improve",        "fix",
+                                  "crossover",  "review",   "fix_correctness"};
       if (auto* table = n->as_table()) {
         for (auto&& [k, v] : *table) {
           std::string kind{k.str()};

@@ -68,8 +68,14 @@ const char* to_string(prompt_kind k) {
       return "crossover";
     case prompt_kind::review:
       return "review";
+    case prompt_kind::fix_correctness:
+      return "fix_correctness";
   }
   return "unknown";
+}
+
+prompt_kind fix_kind_for(verdict_status status) {
+  return status == verdict_status::incorrect ? prompt_kind::fix_correctness : prompt_kind::fix;
 }
 
 const char* to_string(verdict_status s) {

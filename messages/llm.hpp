@@ -6,18 +6,25 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "messages/eval.hpp"
+
 namespace kiln {
 
 /// What kind of prompt a query carries. Real LLMs read only the prompt; the offline `rules`
 /// provider also uses the kind to decide what to answer.
 enum class prompt_kind : uint8_t {
-  brainstorm, ///< a list of ideas for the task
-  optimize,   ///< a first program that implements one idea
-  improve,    ///< a faster version of one correct program (PIKE-B's and PIKE-O's mutation)
-  fix,        ///< a repaired version of a program that failed
-  crossover,  ///< a faster program that draws on the best programs so far (PIKE-O)
-  review,     ///< a check of a new program before it is evaluated (a reviewer role)
+  brainstorm,      ///< a list of ideas for the task
+  optimize,        ///< a first program that implements one idea
+  improve,         ///< a faster version of one correct program (PIKE-B's and PIKE-O's mutation)
+  fix,             ///< a repaired version of a program that failed to build, crashed or timed out
+  crossover,       ///< a faster program that draws on the best programs so far (PIKE-O)
+  review,          ///< a check of a new program before it is evaluated (a reviewer role)
+  fix_correctness, ///< a repaired version of a program that ran but gave wrong outputs
 };
+
+/// The fix prompt for a failed verdict: PIKE asks outputs that are wrong (`incorrect`) to be
+/// fixed with the per-output differences, everything else with the tails of stdout and stderr.
+prompt_kind fix_kind_for(verdict_status status);
 
 const char* to_string(prompt_kind k);
 

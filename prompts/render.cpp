@@ -196,6 +196,7 @@ std::map<std::string, std::string> request_slots(const agent_request& req) {
   s["idea"] = trim_trailing_newlines(req.idea);
   s["code"] = trim_trailing_newlines(req.code);
   s["status"] = to_string(req.last.status);
+  s["timed_out"] = req.last.status == verdict_status::timeout ? "yes" : "no";
   s["reason"] = or_empty_note(req.last.reason);
   s["stdout_tail"] = or_empty_note(req.last.stdout_tail);
   s["stderr_tail"] = or_empty_note(req.last.stderr_tail);

@@ -1234,6 +1234,7 @@ std::string rules_answer(const llm_request& req) {
     case prompt_kind::crossover: // the rules know no other programs: they improve the current one
       return answer_improve(p, traits, req.seed);
     case prompt_kind::fix:
+    case prompt_kind::fix_correctness:
       return answer_fix(p);
     case prompt_kind::review:
       // The rules wrote every program they see: they have nothing to object to.

@@ -7,6 +7,7 @@ extern const std::string_view template_brainstorm;
 extern const std::string_view template_optimize;
 extern const std::string_view template_improve;
 extern const std::string_view template_fix;
+extern const std::string_view template_fix_correctness;
 extern const std::string_view template_crossover;
 extern const std::string_view template_review;
 } // namespace kiln::embedded
@@ -113,6 +114,8 @@ std::string_view builtin_template(prompt_kind kind) {
       return embedded::template_crossover;
     case prompt_kind::review:
       return embedded::template_review;
+    case prompt_kind::fix_correctness:
+      return embedded::template_fix_correctness;
   }
   return embedded::template_optimize;
 }

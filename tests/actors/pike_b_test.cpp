@@ -255,3 +255,62 @@ TEST_CASE_METHOD(actor_fixture, "a role's parser decides what its replies yield"
   REQUIRE(code.tasks.size() == 1);
   CHECK(code.tasks[0].correct > 0);
 }
+
+namespace {
+
+/// Fails every evaluation, alternately with a build error and with wrong outputs.
+caf::behavior failing_evaluator(caf::stateful_actor<int64_t>* self) {
+  return {
+      [self](eval_atom, const eval_job&) {
+        verdict v;
+        v.device = "cpu";
+        if (++self->state % 2 == 1) {
+          v.status = verdict_status::compile_error;
+          v.reason = "nvcc: error: identifier \"blockIdx\" is undefined";
+          v.stderr_tail = "main.cu(3): error";
+        } else {
+          v.status = verdict_status::incorrect;
+          v.reason = "output 0 differs";
+          v.max_abs_diff = {0.75};
+          v.max_rel_diff = {0.5};
+        }
+        return v;
+      },
+      [](retime_atom, const retime_job&) { return retime_result{}; },
+      [](facts_atom) {
+        runner_facts f;
+        f.device = "cpu";
+        f.cpu_threads = 2;
+        return f;
+      },
+  };
+}
+
+} // namespace
+
+TEST_CASE_METHOD(actor_fixture, "build errors and wrong outputs get PIKE's two fix prompts") {
+  auto out = fresh_dir("fix-kinds");
+  auto plan = small_plan(out, 12);
+  plan.tasks = {bundled_task("1_MLP")};
+  plan.cfg.agents.at("error_fixer").max_attempts = 2;
+  plan.make_evaluator = [](caf::actor_system& sys, size_t) {
+    return caf::actor_cast<evaluator_actor>(sys.spawn(failing_evaluator));
+  };
+  run(*sys, std::move(plan));
+  sqlite::database db{out + "/archive.sqlite", sqlite::open_mode::read_only};
+  auto count = [&](const std::string& sql) {
+    auto st = db.prepare(sql);
+    REQUIRE(st.step());
+    return st.column_int64(0);
+  };
+  CHECK(count("SELECT COUNT(*) FROM llm_calls WHERE kind = 'fix'") > 0);
+  CHECK(count("SELECT COUNT(*) FROM llm_calls WHERE kind = 'fix_correctness'") > 0);
+  // The build error's prompt carries the tails; the wrong outputs' carries the differences.
+  CHECK(count("SELECT COUNT(*) FROM llm_calls WHERE kind = 'fix' AND (prompt NOT LIKE "
+              "'%status: compile_error%' OR prompt NOT LIKE '%main.cu(3): error%' OR prompt "
+              "LIKE '%max abs diff%')")
+        == 0);
+  CHECK(count("SELECT COUNT(*) FROM llm_calls WHERE kind = 'fix_correctness' AND (prompt NOT "
+              "LIKE '%status: incorrect%' OR prompt NOT LIKE '%output 0: max abs diff 0.75%')")
+        == 0);
+}

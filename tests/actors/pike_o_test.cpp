@@ -61,7 +61,7 @@ caf::behavior fake_supervisor(caf::event_based_actor* self, rec_ptr rec, caf::ac
         if (rec->refuse_after >= 0 && n >= rec->refuse_after)
           return make_error(ec::budget_exhausted, "the test's budget is spent");
         agent_reply reply;
-        if (req.kind == prompt_kind::fix) {
+        if (req.kind == prompt_kind::fix || req.kind == prompt_kind::fix_correctness) {
           reply.code = req.code;
           if (rec->fixer_repairs)
             for (auto at = reply.code.find(broken_marker); at != std::string::npos;
@@ -348,7 +348,9 @@ TEST_CASE_METHOD(actor_fixture, "the error fixer repairs a broken child inside i
   auto r = run_pike_o(*sys, cfg, rec);
   std::lock_guard<std::mutex> lock{rec->m};
   CHECK(r.stop_reason == "iterations");
-  auto fixes = count_kind(*rec, prompt_kind::fix);
+  // The broken programs give wrong outputs: PIKE's correctness-fix prompt, never the other.
+  CHECK(count_kind(*rec, prompt_kind::fix) == 0);
+  auto fixes = count_kind(*rec, prompt_kind::fix_correctness);
   auto broken = rec->fresh / 3;
   CHECK(rec->fresh == 20);
   CHECK(fixes == broken); // each repaired at the first attempt
@@ -356,7 +358,7 @@ TEST_CASE_METHOD(actor_fixture, "the error fixer repairs a broken child inside i
   CHECK(r.correct == 20);
   std::set<std::string> repaired;
   for (const auto& q : rec->queries) {
-    if (q.kind == prompt_kind::fix) {
+    if (q.kind == prompt_kind::fix_correctness) {
       CHECK(q.role == "error_fixer");
       CHECK(has(q.code, broken_marker));
       CHECK(q.last == verdict_status::incorrect);
@@ -388,11 +390,11 @@ TEST_CASE_METHOD(actor_fixture, "a fixer that cannot repair gets max_fix_attempt
   std::lock_guard<std::mutex> lock{rec->m};
   CHECK(r.stop_reason == "iterations");
   CHECK(rec->fresh == 10);
-  CHECK(count_kind(*rec, prompt_kind::fix) == 5 * 3);
+  CHECK(count_kind(*rec, prompt_kind::fix_correctness) == 5 * 3);
   CHECK(r.evaluations == 10 + 15);
   CHECK(r.correct == 5);
   for (const auto& q : rec->queries)
-    if (q.kind != prompt_kind::fix)
+    if (q.kind != prompt_kind::fix_correctness)
       CHECK_FALSE(has(q.code, broken_marker));
 }
 

@@ -49,7 +49,8 @@ for want in ("correct", "compile_error", "incorrect", "rejected"):
 reasons = [r for (r,) in db.execute("SELECT reason FROM candidates WHERE status = 'rejected'")]
 if not any("allclose" in r for r in reasons):
     fail("the cheat was not rejected for patching allclose: %r" % reasons)
-fixes = db.execute("SELECT COUNT(*) FROM llm_calls WHERE kind = 'fix'").fetchone()[0]
+fixes = db.execute("SELECT COUNT(*) FROM llm_calls WHERE kind IN ('fix', 'fix_correctness')"
+                   ).fetchone()[0]
 if fixes < 1:
     fail("the error fixer was never asked")
 t = s["tasks"][0]

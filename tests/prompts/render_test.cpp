@@ -108,7 +108,7 @@ TEST_CASE("request_slots on a CPU runner and an empty verdict") {
 
 TEST_CASE("every built-in template renders and carries the fixed markers") {
   for (auto kind : {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve,
-                    prompt_kind::fix, prompt_kind::crossover}) {
+                    prompt_kind::fix, prompt_kind::fix_correctness, prompt_kind::crossover}) {
     INFO("kind " << to_string(kind));
     auto req = full_request(kind);
     auto text = render_request(req);
@@ -131,7 +131,8 @@ TEST_CASE("every built-in template renders and carries the fixed markers") {
     CHECK(has(text, std::string{example_reference()}));
     if (kind == prompt_kind::optimize)
       CHECK(has(text, "### Idea\n" + req.idea + "\n"));
-    if (kind == prompt_kind::improve || kind == prompt_kind::fix)
+    if (kind == prompt_kind::improve || kind == prompt_kind::fix
+        || kind == prompt_kind::fix_correctness)
       CHECK(has(text, "### Current program\n```python\n" + req.code));
     if (kind == prompt_kind::crossover) {
       CHECK(has(text, "### Current program\nMeasured: 0.5 ms per call, 2x the reference's speed\n"
@@ -143,13 +144,32 @@ TEST_CASE("every built-in template renders and carries the fixed markers") {
       // The rules provider reads the current program, not an inspiration, as the one to improve.
       CHECK(text.find("### Current program") < text.find("inspiration one"));
     }
+    // PIKE's two fix prompts: a build error, crash or timeout is shown the tails of the
+    // program's output; wrong outputs are shown the differences per output.
     if (kind == prompt_kind::fix) {
       CHECK(has(text, "- status: incorrect"));
-      CHECK(has(text, "output 0: max abs diff 0.31, max rel diff 0.02"));
+      CHECK(has(text, "- timed out: no"));
       CHECK(has(text, "hello from stdout"));
       CHECK(has(text, "Traceback: boom"));
+      CHECK_FALSE(has(text, "max abs diff"));
+    }
+    if (kind == prompt_kind::fix_correctness) {
+      CHECK(has(text, "- status: incorrect"));
+      CHECK(has(text, "output 0: max abs diff 0.31, max rel diff 0.02"));
+      CHECK_FALSE(has(text, "hello from stdout"));
+      CHECK_FALSE(has(text, "Traceback: boom"));
     }
   }
+}
+
+TEST_CASE("a failed verdict picks PIKE's fix prompt for it") {
+  CHECK(fix_kind_for(verdict_status::incorrect) == prompt_kind::fix_correctness);
+  for (auto s : {verdict_status::compile_error, verdict_status::runtime_error,
+                 verdict_status::timeout, verdict_status::rejected})
+    CHECK(fix_kind_for(s) == prompt_kind::fix);
+  auto req = full_request(prompt_kind::fix);
+  req.last.status = verdict_status::timeout;
+  CHECK(has(render_request(req), "- timed out: yes"));
 }
 
 TEST_CASE("an override template is used instead of the built-in one") {
@@ -162,8 +182,9 @@ TEST_CASE("an override template is used instead of the built-in one") {
 TEST_CASE("a default request renders with every built-in template") {
   // The agent validates custom templates by rendering an empty request; the built-ins must
   // pass the same check.
-  for (auto kind : {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve,
-                    prompt_kind::fix, prompt_kind::crossover}) {
+  for (auto kind :
+       {prompt_kind::brainstorm, prompt_kind::optimize, prompt_kind::improve, prompt_kind::fix,
+        prompt_kind::fix_correctness, prompt_kind::crossover, prompt_kind::review}) {
     agent_request req;
     req.kind = kind;
     CHECK_NOTHROW(render_request(req));
