@@ -16,12 +16,16 @@ using self_ptr = dispatcher_actor::stateful_pointer<dispatcher_state>;
 
 void pump(self_ptr self);
 
+/// The key jobs take turns by: their task.
+std::string task_of(const dispatcher_state::pending& p) {
+  return p.is_retime ? p.retime.task.name : p.job.task.name;
+}
+
 /// Answers every queued job with `err`: nothing is left that could run them.
 void fail_queue(self_ptr self, const caf::error& err) {
   auto& q = self->state.queue;
   while (!q.empty()) {
-    auto p = std::move(q.front());
-    q.pop_front();
+    auto p = q.pop();
     if (p.is_retime)
       p.retime_promise.deliver(err);
     else
@@ -52,7 +56,8 @@ auto on_failure(self_ptr self, size_t index, evaluator_actor handle, dispatcher_
       spdlog::warn("dispatcher: evaluator {} failed on {} ({}); requeueing once", index,
                    p.is_retime ? p.retime.task.name : p.job.candidate_id, render(err));
       ++p.requeued;
-      st.queue.push_front(std::move(p));
+      auto key = task_of(p);
+      st.queue.push_front(key, std::move(p));
     } else if (p.is_retime) {
       p.retime_promise.deliver(std::move(err));
     } else {
@@ -110,7 +115,8 @@ void compile_on(self_ptr self, size_t index, dispatcher_state::pending p) {
               p.promise.deliver(std::move(r.failure));
             } else {
               p.compile = std::move(r);
-              self->state.queue.push_back(std::move(p));
+              auto key = task_of(p);
+              self->state.queue.push_back(key, std::move(p));
               pump(self);
             }
             pump_compilers(self);
@@ -126,7 +132,8 @@ void compile_on(self_ptr self, size_t index, dispatcher_state::pending p) {
               if (err == caf::sec::request_receiver_down)
                 cs[index].handle = nullptr;
             }
-            self->state.queue.push_back(std::move(p));
+            auto key = task_of(p);
+            self->state.queue.push_back(key, std::move(p));
             pump(self);
             pump_compilers(self);
           });
@@ -141,15 +148,14 @@ void pump_compilers(self_ptr self) {
     any = true;
     if (st.compilers[i].busy)
       continue;
-    auto p = std::move(st.compile_queue.front());
-    st.compile_queue.pop_front();
-    compile_on(self, i, std::move(p));
+    compile_on(self, i, st.compile_queue.pop());
   }
   if (!any && !st.compile_queue.empty()) {
     // Every compiler is gone: the GPU stage builds for itself.
     while (!st.compile_queue.empty()) {
-      st.queue.push_back(std::move(st.compile_queue.front()));
-      st.compile_queue.pop_front();
+      auto p = st.compile_queue.pop();
+      auto key = task_of(p);
+      st.queue.push_back(key, std::move(p));
     }
     pump(self);
   }
@@ -160,9 +166,7 @@ void pump(self_ptr self) {
   for (size_t i = 0; i < st.slots.size() && !st.queue.empty(); ++i) {
     if (!st.slots[i].handle || st.slots[i].busy || st.slots[i].retired)
       continue;
-    auto p = std::move(st.queue.front());
-    st.queue.pop_front();
-    run_on(self, i, std::move(p));
+    run_on(self, i, st.queue.pop());
   }
 }
 
@@ -209,11 +213,12 @@ dispatcher(dispatcher_actor::stateful_pointer<dispatcher_state> self, size_t slo
         p.job = std::move(job);
         p.promise = rp;
         auto& st = self->state;
+        auto key = p.job.task.name;
         if (!st.compilers.empty() && builds_extensions(p.job.code)) {
-          st.compile_queue.push_back(std::move(p));
+          st.compile_queue.push_back(key, std::move(p));
           pump_compilers(self);
         } else {
-          st.queue.push_back(std::move(p));
+          st.queue.push_back(key, std::move(p));
           pump(self);
         }
         return rp;
@@ -224,7 +229,8 @@ dispatcher(dispatcher_actor::stateful_pointer<dispatcher_state> self, size_t slo
         p.is_retime = true;
         p.retime = std::move(job);
         p.retime_promise = rp;
-        self->state.queue.push_back(std::move(p));
+        auto key = p.retime.task.name;
+        self->state.queue.push_back(key, std::move(p));
         pump(self);
         return rp;
       },

@@ -5,8 +5,10 @@
 // never held while compiling and the build lands in the shared cache; compilers work ahead of
 // the evaluators. Evaluators are kept by slot (one per device); the supervisor installs a fresh
 // one in a slot after a crash, a job whose evaluator died is put back at the front of the queue
-// once, and a device that fails its health check is retired.
+// once, and a device that fails its health check is retired. Jobs of many tasks take turns
+// (actors/fair_queue.hpp).
 
+#include "actors/fair_queue.hpp"
 #include <deque>
 #include <vector>
 
@@ -37,10 +39,11 @@ struct dispatcher_state {
     compiler_actor handle;
     bool busy = false;
   };
-  /// Jobs waiting for a compiler; after it they join `queue`, the device stage's.
-  std::deque<pending> compile_queue;
+  /// Jobs waiting for a compiler; after it they join `queue`, the device stage's. Both serve
+  /// the tasks in turn.
+  fair_queue<pending> compile_queue;
   std::vector<worker> compilers;
-  std::deque<pending> queue;
+  fair_queue<pending> queue;
   std::vector<slot> slots;
   std::vector<caf::typed_response_promise<runner_facts>> facts_waiting;
   bool have_facts = false;

@@ -165,7 +165,8 @@ llm_gateway(llm_gateway_actor::stateful_pointer<llm_gateway_state> self, llm_pro
         st.in_flight.emplace(id, llm_gateway_state::pending{promise, req});
         auto me = caf::actor_cast<llm_gateway_actor>(self);
         st.http->submit(
-            wire, std::move(http), st.profile.stream, estimate, [me, id](llm::outcome o) {
+            wire, std::move(http), st.profile.stream, estimate,
+            [me, id](llm::outcome o) {
               // The transport's thread: back into the actor by a message.
               llm_reply r;
               r.text = std::move(o.reply.text);
@@ -178,7 +179,8 @@ llm_gateway(llm_gateway_actor::stateful_pointer<llm_gateway_state> self, llm_pro
               if (o.ok && error.empty() && o.attempts > 1)
                 spdlog::info("llm: query answered after {} attempts", o.attempts);
               caf::anon_send(me, done_atom::value, id, std::move(r), std::move(error), o.fatal);
-            });
+            },
+            req.task);
         return promise;
       },
       [self, record](done_atom, uint64_t id, llm_reply& reply, std::string& error, bool fatal) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <ctime>
 #include <deque>
+#include <tuple>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -84,6 +85,7 @@ double retry_after_s(const std::string& value) {
 struct transport::impl {
   struct job {
     uint64_t id = 0;
+    std::string group; ///< whose turn it is decides the order among waiting queries
     wire w = wire::openai;
     http_request request;
     bool stream = true;
@@ -122,6 +124,8 @@ struct transport::impl {
   std::vector<std::shared_ptr<job>> waiting; // not started, or between attempts
   std::map<CURL*, std::shared_ptr<job>> running;
   std::deque<std::pair<time_point, int64_t>> window; // starts of the last minute
+  std::map<std::string, uint64_t> last_turn;         // group -> `turns` at its latest start
+  uint64_t turns = 0;
   std::mt19937_64 rng{std::random_device{}()};
 
   impl(std::string n, transport_limits l) : name(std::move(n)), limits(l) {
@@ -401,6 +405,27 @@ struct transport::impl {
     }
   }
 
+  /// Orders `waiting` so that groups take turns: every group's oldest query first, the group
+  /// served longest ago leading, then every group's second query, and so on. Within a group
+  /// the oldest query goes first, so a retry keeps its place ahead of later queries.
+  void order_by_turns() {
+    std::sort(waiting.begin(), waiting.end(), [](auto& a, auto& b) { return a->id < b->id; });
+    std::map<std::string, int64_t> rank_in_group;
+    std::vector<std::tuple<int64_t, uint64_t, uint64_t, std::shared_ptr<job>>> keyed;
+    keyed.reserve(waiting.size());
+    for (auto& j : waiting) {
+      auto served = last_turn.find(j->group);
+      keyed.emplace_back(rank_in_group[j->group]++, served == last_turn.end() ? 0 : served->second,
+                         j->id, j);
+    }
+    std::sort(keyed.begin(), keyed.end(), [](auto& a, auto& b) {
+      return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a))
+             < std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
+    });
+    for (size_t i = 0; i < keyed.size(); ++i)
+      waiting[i] = std::move(std::get<3>(keyed[i]));
+  }
+
   /// Starts what the limits allow; returns the next time something waiting could start.
   time_point start_ready(time_point now) {
     time_point next = now + std::chrono::seconds(1);
@@ -415,9 +440,7 @@ struct transport::impl {
       }
       return next;
     }
-    // Oldest first: retries keep their place ahead of later queries.
-    std::stable_sort(waiting.begin(), waiting.end(),
-                     [](auto& a, auto& b) { return a->id < b->id; });
+    order_by_turns();
     for (auto it = waiting.begin(); it != waiting.end();) {
       auto& j = *it;
       if (static_cast<int64_t>(running.size()) >= limits.max_concurrency)
@@ -431,6 +454,7 @@ struct transport::impl {
         next = std::min(next, window_frees());
         break; // in order: a later query must not overtake one held back by the limits
       }
+      last_turn[j->group] = ++turns;
       start(j, now);
       it = waiting.erase(it);
     }
@@ -495,9 +519,10 @@ transport::transport(std::string name, transport_limits limits)
 transport::~transport() = default;
 
 uint64_t transport::submit(wire w, http_request request, bool stream, int64_t token_estimate,
-                           callback done) {
+                           callback done, std::string group) {
   auto j = std::make_shared<impl::job>();
   j->id = impl_->next_id++;
+  j->group = std::move(group);
   j->w = w;
   j->request = std::move(request);
   j->stream = stream;

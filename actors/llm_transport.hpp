@@ -52,8 +52,11 @@ public:
   transport& operator=(const transport&) = delete;
 
   /// Queues one query; `done` runs exactly once, on the transport's thread. `token_estimate`
-  /// counts against tokens_per_minute. Thread-safe. Returns an id for cancel().
-  uint64_t submit(wire w, http_request request, bool stream, int64_t token_estimate, callback done);
+  /// counts against tokens_per_minute. `group` (a task) decides whose turn it is when queries
+  /// wait for the profile's limits: groups take turns, oldest query first within a group.
+  /// Thread-safe. Returns an id for cancel().
+  uint64_t submit(wire w, http_request request, bool stream, int64_t token_estimate, callback done,
+                  std::string group = {});
 
   /// Ends a query early (its callback runs with cancelled = true); unknown ids are ignored.
   void cancel(uint64_t id);

@@ -162,3 +162,81 @@ TEST_CASE("an unhealthy device is retired and its job moves to a healthy one") {
        {caf::actor_cast<caf::actor>(disp), caf::actor_cast<caf::actor>(disp2), sick, good})
     self->send_exit(a, caf::exit_reason::user_shutdown);
 }
+
+namespace {
+
+/// Holds every job until `release`, then answers at once; remembers the order jobs came in.
+struct order_state {
+  std::vector<std::string> seen;
+  bool hold = true;
+  std::vector<std::pair<eval_job, caf::response_promise>> held;
+};
+
+caf::behavior order_evaluator(caf::stateful_actor<order_state>* self) {
+  return {
+      [self](eval_atom, const eval_job& job) -> caf::result<verdict> {
+        self->state.seen.push_back(job.candidate_id);
+        if (!self->state.hold)
+          return fake_verdict(job);
+        self->state.held.emplace_back(job, self->make_response_promise());
+        return caf::delegated<verdict>{};
+      },
+      [](retime_atom, const retime_job&) { return retime_result{}; },
+      [](facts_atom) { return runner_facts{}; },
+      [self](release_atom) {
+        self->state.hold = false;
+        for (auto& [job, rp] : self->state.held)
+          rp.deliver(fake_verdict(job));
+        self->state.held.clear();
+      },
+      [self](get_atom) { return self->state.seen; },
+  };
+}
+
+} // namespace
+
+TEST_CASE("tasks take turns at the devices: one task's backlog does not hold another's job") {
+  fair_queue<int> q;
+  q.push_back("a", 1);
+  q.push_back("a", 2);
+  q.push_back("b", 10);
+  q.push_back("a", 3);
+  q.push_front("b", 9); // put back: goes next
+  std::vector<int> order;
+  while (!q.empty())
+    order.push_back(q.pop());
+  CHECK(order == std::vector<int>{9, 1, 10, 2, 3});
+
+  actor_fixture f;
+  caf::scoped_actor self{*f.sys};
+  auto disp = f.sys->spawn(dispatcher, size_t{1});
+  auto ev = f.sys->spawn(order_evaluator);
+  self->send(disp, put_atom::value, int32_t{0}, caf::actor_cast<evaluator_actor>(ev));
+  auto sync = [&] { // the dispatcher answers facts itself once it has them
+    self->request(disp, wait, facts_atom::value)
+        .receive([](const runner_facts&) {}, [](caf::error& err) { FAIL(caf::to_string(err)); });
+  };
+  sync();
+  std::vector<eval_job> jobs;
+  for (int i = 1; i <= 5; ++i)
+    jobs.push_back(make_job("1_MLP#" + std::to_string(i), plain_code));
+  auto other = make_job("2_Other#1", plain_code);
+  other.task.name = "2_Other";
+  jobs.push_back(other);
+  for (auto& job : jobs)
+    self->send(disp, eval_atom::value, job);
+  sync(); // every job above is queued now: the first is held by the evaluator
+  self->send(ev, release_atom::value);
+  for (size_t i = 0; i < jobs.size(); ++i)
+    self->receive([](const verdict&) {}, [](caf::error& err) { FAIL(caf::to_string(err)); });
+  std::vector<std::string> seen;
+  self->request(ev, wait, get_atom::value)
+      .receive([&](std::vector<std::string>& s) { seen = std::move(s); },
+               [](caf::error& err) { FAIL(caf::to_string(err)); });
+  // First in, first out would put 2_Other's job last, behind all of 1_MLP's.
+  CHECK(seen
+        == std::vector<std::string>{"1_MLP#1", "1_MLP#2", "2_Other#1", "1_MLP#3", "1_MLP#4",
+                                    "1_MLP#5"});
+  self->send_exit(disp, caf::exit_reason::user_shutdown);
+  self->send_exit(ev, caf::exit_reason::user_shutdown);
+}

@@ -238,6 +238,39 @@ TEST_CASE("max_concurrency bounds the requests in flight", "[llm]") {
   CHECK(server.stat("requests") == 16);
 }
 
+TEST_CASE("queries waiting for a profile take turns by task", "[llm]") {
+  fake_llm server{"turns"};
+  server.faults({"slow@0.5"}); // the first query holds the only slot while the rest queue
+  std::mutex m;
+  std::vector<std::string> order;
+  outcomes done;
+  llm::transport_limits lim;
+  lim.max_concurrency = 1;
+  llm::transport t{"p", lim};
+  auto submit = [&](const std::string& task, const std::string& label) {
+    auto sink = done.sink();
+    t.submit(
+        llm::wire::openai, request_for(server, "openai", false), false, 10,
+        [&, label, sink](llm::outcome o) {
+          {
+            std::lock_guard<std::mutex> lock{m};
+            order.push_back(label);
+          }
+          sink(std::move(o));
+        },
+        task);
+  };
+  submit("1_MLP", "a1");
+  submit("1_MLP", "a2");
+  submit("1_MLP", "a3");
+  submit("1_MLP", "a4");
+  submit("2_Other", "b1");
+  REQUIRE(done.wait_for(5));
+  // First in, first out would answer b1 last; 2_Other has not been served yet, so it goes
+  // right after the query in flight.
+  CHECK(order == std::vector<std::string>{"a1", "b1", "a2", "a3", "a4"});
+}
+
 TEST_CASE("requests_per_minute holds back what exceeds it; cancel ends it", "[llm]") {
   fake_llm server{"rpm"};
   outcomes done;
