@@ -4,7 +4,7 @@ They let the Python side of the GPU candidates run on a machine without CUDA or 
   * a tiny Triton emulator: @triton.jit kernels run program by program on torch CPU tensors,
     with real pointer arithmetic, masks, loads, stores and reductions, so index and mask bugs in
     the kernels show up as wrong numbers;
-  * load_inline returns torch re-implementations of this folder's four CUDA kernels (the same
+  * load_inline returns torch re-implementations of this folder's five CUDA kernels (the same
     math, written from the .cu sources), so the wrappers' argument order, parameter use and
     shapes are exercised. The CUDA code itself is NOT run: check it by compiling (see README).
 Nothing here is used on the GPU machine.
@@ -118,6 +118,8 @@ def _make_triton():
     tl.store = _store
     tl.max = lambda x, axis=None: x.max() if axis is None else x.max(dim=axis).values
     tl.sum = lambda x, axis=None: x.sum() if axis is None else x.sum(dim=axis)
+    tl.maximum = lambda a, b: torch.maximum(torch.as_tensor(a), torch.as_tensor(b))
+    tl.zeros = lambda shape, dtype: torch.zeros(tuple(shape), dtype=dtype)
     tl.exp = torch.exp
     tl.sqrt = torch.sqrt
     tl.where = _where
@@ -177,8 +179,17 @@ def silu_mul(gate, up):
     return g / (1.0 + torch.exp(-g)) * up.contiguous()
 
 
+def silu_mul_halves(gu):
+    _check_float(gu)
+    if not (gu.dim() >= 1 and gu.size(-1) % 2 == 0):
+        raise ValueError("the last dimension must be even")
+    g, u = gu.contiguous().chunk(2, dim=-1)  # [gate | up] along the last dim
+    return g / (1.0 + torch.exp(-g)) * u
+
+
 _FUNCS = {"bias_gelu_scale": bias_gelu_scale, "row_softmax": row_softmax,
-          "add_layer_norm": add_layer_norm, "silu_mul": silu_mul}
+          "add_layer_norm": add_layer_norm, "silu_mul": silu_mul,
+          "silu_mul_halves": silu_mul_halves}
 
 
 def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
