@@ -385,8 +385,21 @@ size_t choose_parent(self_ptr self, int32_t island) {
   return pool[pick(st.rng, pool.size())];
 }
 
-/// The island's top programs (the parent left out), then programs drawn at random from the rest
-/// of the population, those living on other islands first.
+/// Distance between two MAP-Elites cells: the largest difference of a coordinate.
+int64_t cell_distance(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  int64_t d = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    d = std::max<int64_t>(d, std::abs(static_cast<int64_t>(a[i]) - b[i]));
+  return d;
+}
+
+/// What a crossover prompt shows beside its parent, as OpenEvolve samples it:
+///  1. the island's top programs (the parent left out);
+///  2. diverse programs: the holders of other MAP-Elites cells of the island, one per cell, the
+///     cells nearest the parent's first (OpenEvolve perturbs the parent's cell to find nearby
+///     ones; the nearest occupied cells are what that finds), ties in a random order;
+///  3. when the grid has too few cells, programs drawn at random from the rest of the
+///     population, those living on other islands first.
 std::vector<program_note> inspirations_for(self_ptr self, int32_t island, int64_t parent) {
   auto& st = self->state;
   std::vector<program_note> out;
@@ -398,10 +411,42 @@ std::vector<program_note> inspirations_for(self_ptr self, int32_t island, int64_
   if (static_cast<int64_t>(top.size()) > st.cfg.top_programs)
     top.resize(static_cast<size_t>(std::max<int64_t>(0, st.cfg.top_programs)));
   std::set<int64_t> shown{0, parent};
-  for (const auto* p : top) {
-    out.push_back(note_of(*p));
-    shown.insert(p->seq);
+  std::set<std::vector<int32_t>> cells_shown;
+  auto show = [&](const pike_o_program& p) {
+    out.push_back(note_of(p));
+    shown.insert(p.seq);
+    cells_shown.insert(p.cell);
+  };
+  for (const auto* p : top)
+    show(*p);
+
+  int64_t wanted = std::max<int64_t>(0, st.cfg.inspirations);
+  const auto parent_at = find_program(self, parent, island);
+  if (parent_at < st.programs.size()) {
+    const auto parent_cell = st.programs[parent_at].cell;
+    cells_shown.insert(parent_cell);
+    std::vector<std::pair<int64_t, size_t>> holders; // (distance, program index)
+    for (const auto& [cell, seq] : st.grids[static_cast<size_t>(island)]) {
+      auto i = find_program(self, seq, island);
+      if (i == st.programs.size() || shown.count(seq) > 0 || cells_shown.count(cell) > 0
+          || !usable_parent(st.programs[i]))
+        continue;
+      holders.emplace_back(cell_distance(cell, parent_cell), i);
+    }
+    std::shuffle(holders.begin(), holders.end(), st.rng);
+    std::stable_sort(holders.begin(), holders.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [distance, i] : holders) {
+      if (wanted == 0)
+        break;
+      const auto& p = st.programs[i];
+      if (cells_shown.count(p.cell) > 0)
+        continue;
+      show(p);
+      --wanted;
+    }
   }
+
   std::set<int64_t> here;
   for (const auto& p : st.programs)
     if (p.island == island)
@@ -413,7 +458,7 @@ std::vector<program_note> inspirations_for(self_ptr self, int32_t island, int64_
       continue;
     (here.count(p.seq) > 0 ? same : other).push_back(&p);
   }
-  for (int64_t n = 0; n < st.cfg.inspirations; ++n) {
+  for (; wanted > 0; --wanted) {
     auto& from = other.empty() ? same : other;
     if (from.empty())
       break;

@@ -4,6 +4,8 @@
 // depends on its code only) and an archive that counts what it is sent.
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -40,6 +42,7 @@ struct recorder {
   int64_t refuse_after = -1; ///< queries granted before the budget refuses (-1: never)
   int64_t broken_every = 0;  ///< every n-th fresh program is broken (0: none)
   bool fixer_repairs = true; ///< a fix removes the marker
+  bool pad_replies = false;  ///< replies vary in length, so they spread over complexity cells
   // Observations.
   std::vector<query_entry> queries;
   int64_t fresh = 0;
@@ -70,6 +73,12 @@ caf::behavior fake_supervisor(caf::event_based_actor* self, rec_ptr rec, caf::ac
           reply.code += "\n# fix v" + std::to_string(n);
         } else {
           reply.code = req.code + "\n# v" + std::to_string(n);
+          if (rec->pad_replies) { // the parent's padding replaced by a new one
+            auto at = reply.code.find("\n#pad ");
+            if (at != std::string::npos)
+              reply.code.erase(at, reply.code.find('\n', at + 1) - at);
+            reply.code += "\n#pad " + std::string(static_cast<size_t>((n * 389) % 1500), 'x');
+          }
           ++rec->fresh;
           if (rec->broken_every > 0 && rec->fresh % rec->broken_every == 0)
             reply.code += broken_marker;
@@ -522,4 +531,70 @@ TEST_CASE_METHOD(actor_fixture, "migration brings programs born on island 0 to i
   auto with = crossings(5);
   REQUIRE_FALSE(with.empty());
   CHECK(with.front() >= 5); // not before the first migration
+}
+
+TEST_CASE_METHOD(actor_fixture,
+                 "crossover inspirations beyond the top programs come from the nearest other "
+                 "MAP-Elites cells, one per cell",
+                 "[pike-o]") {
+  auto rec = std::make_shared<recorder>();
+  rec->pad_replies = true;
+  auto cfg = small_settings();
+  cfg.islands = 1;
+  cfg.parallel = 1; // each query sees every earlier program judged: the test can rebuild the grid
+  cfg.iterations = 40;
+  cfg.population_size = 1000;
+  cfg.feature_dimensions = {"complexity"};
+  cfg.feature_bins = 20;
+  cfg.top_programs = 1;
+  cfg.inspirations = 2;
+  auto r = run_pike_o(*sys, cfg, rec);
+  std::lock_guard<std::mutex> lock{rec->m};
+  CHECK(r.correct == 40);
+  const auto source = bundled_task("1_MLP").source;
+  auto cell_of = [&](const std::string& code) {
+    return pike_o_cell(cfg, code, source.size(), {}).at(0);
+  };
+  int64_t diverse_shown = 0;
+  int64_t left_out_checked = 0;
+  for (size_t k = 0; k < rec->queries.size(); ++k) {
+    const auto& q = rec->queries[k];
+    // The grid as the strategy had it: the best of every earlier reply per cell.
+    std::map<int32_t, double> best;
+    for (size_t j = 0; j < k; ++j) {
+      auto c = cell_of(rec->queries[j].reply);
+      best[c] = std::max(best[c], speedup_of(rec->queries[j].reply));
+    }
+    if (q.inspirations.size() <= 1)
+      continue;
+    std::set<int32_t> excluded{cell_of(q.code), cell_of(q.inspirations[0])};
+    std::set<int32_t> used;
+    int32_t farthest = -1;
+    size_t i = 1;
+    // Holders of distinct other cells first ...
+    for (; i < q.inspirations.size(); ++i) {
+      auto c = cell_of(q.inspirations[i]);
+      if (excluded.count(c) > 0 || used.count(c) > 0
+          || speedup_of(q.inspirations[i]) != Approx(best[c]))
+        break;
+      used.insert(c);
+      farthest = std::max(farthest, std::abs(c - cell_of(q.code)));
+      ++diverse_shown;
+    }
+    // ... nearest first: no occupied cell left out was nearer to the parent than one shown ...
+    for (const auto& [c, s] : best)
+      if (excluded.count(c) == 0 && used.count(c) == 0) {
+        CHECK(std::abs(c - cell_of(q.code)) >= farthest);
+        ++left_out_checked;
+      }
+    // ... and only when none is left, others from the population.
+    if (i < q.inspirations.size()) {
+      size_t left = 0;
+      for (const auto& [c, s] : best)
+        left += excluded.count(c) == 0 && used.count(c) == 0 ? 1 : 0;
+      CHECK(left == 0);
+    }
+  }
+  CHECK(diverse_shown > 20);
+  CHECK(left_out_checked > 20);
 }
