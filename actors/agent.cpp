@@ -42,6 +42,10 @@ std::map<std::string, std::string> load_role_templates(const agent_config& role)
     out[""] = read_template(role, role.template_path);
   for (auto& [kind, path] : role.template_paths)
     out[kind] = read_template(role, path);
+  // A `fix` template written before wrong outputs got their own prompt kind keeps covering
+  // every fix, unless `fix_correctness` has one of its own.
+  if (auto fix = out.find("fix"); fix != out.end() && out.count("fix_correctness") == 0)
+    out["fix_correctness"] = fix->second;
   return out;
 }
 

@@ -2,7 +2,7 @@
 // per-operator ATen headers it needs instead of <torch/torch.h> (BUILD-NOTES §2: 25-55 s).
 
 #include "gpu/compare.hpp"
-#include "gpu/mapped_file.hpp"
+#include "gpu/file_bytes.hpp"
 
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
@@ -13,6 +13,8 @@
 #include <c10/util/Exception.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
+
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,6 +31,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -358,18 +361,20 @@ outputs as_outputs(const c10::IValue& v) {
 
 /// The harness's raw outputs format (docs/evaluation.md, "Outputs files"): a text header, then
 /// each tensor's bytes where the header says. Read in place: the tensors are views of the
-/// mapping, which they keep alive.
+/// file's bytes, which they keep alive.
 constexpr std::string_view raw_magic = "KILNOUT1\n";
 constexpr size_t raw_max_tensors = size_t{1} << 20;
 constexpr size_t raw_max_dims = 64;
 
 class header_reader {
 public:
-  header_reader(std::string_view text, const std::string& name) : text_(text), name_(name) {}
+  /// `text` starts `base` bytes into the file.
+  header_reader(std::string_view text, size_t base, const std::string& name)
+      : text_(text), name_(name), base_(base) {}
 
   std::runtime_error bad(const std::string& why) const {
-    return std::runtime_error("cannot read outputs file '" + name_ + "': " + why + " (header byte "
-                              + std::to_string(pos_) + ")");
+    return std::runtime_error("cannot read outputs file '" + name_ + "': " + why + " (byte "
+                              + std::to_string(base_ + pos_) + ")");
   }
   std::string_view word() {
     while (pos_ < text_.size() && text_[pos_] == ' ')
@@ -407,6 +412,7 @@ public:
 private:
   std::string_view text_;
   const std::string& name_;
+  size_t base_ = 0;
   size_t pos_ = 0;
 };
 
@@ -419,10 +425,10 @@ std::optional<c10::ScalarType> raw_dtype(std::string_view name) {
   return std::nullopt;
 }
 
-outputs read_raw(const mapped_file& file) {
+outputs read_raw(const file_bytes& file) {
   const std::string_view bytes = file.bytes();
   const std::string& name = file.name();
-  header_reader in{bytes.substr(raw_magic.size()), name};
+  header_reader in{bytes.substr(raw_magic.size()), raw_magic.size(), name};
   const uint64_t count = in.number();
   in.end_line();
   if (count > raw_max_tensors)
@@ -458,6 +464,14 @@ outputs read_raw(const mapped_file& file) {
     if (offset % item != 0)
       throw in.bad("tensor " + std::to_string(i) + " is not aligned");
     auto options = at::TensorOptions().dtype(*type);
+    // A bool byte other than 0 or 1 is undefined behaviour for every operation that reads it.
+    if (*type == c10::ScalarType::Bool) {
+      const auto* b = reinterpret_cast<const unsigned char*>(bytes.data() + offset);
+      for (uint64_t k = 0; k < nbytes; ++k)
+        if (b[k] > 1)
+          throw in.bad("tensor " + std::to_string(i) + " is bool but holds the byte "
+                       + std::to_string(b[k]));
+    }
     if (nbytes == 0) {
       out.tensors.push_back(at::empty(sizes, options));
       continue;
@@ -471,7 +485,7 @@ outputs read_raw(const mapped_file& file) {
 }
 
 /// An outputs file in either format: the harness's raw one, or a `torch.save` archive.
-outputs load_outputs(const mapped_file& file) {
+outputs load_outputs(const file_bytes& file) {
   if (file.bytes().substr(0, raw_magic.size()) == raw_magic)
     return read_raw(file);
   return as_outputs(load_bytes(file.bytes(), file.name()));
@@ -647,6 +661,15 @@ struct float_scan {
   }
 };
 
+/// The CPUs this process may run on (its affinity mask), at least 1.
+int64_t usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0)
+    return std::max<int64_t>(1, CPU_COUNT(&set));
+  return std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
+
 /// An output pair flattened to plain values (complex as (re, im) pairs), same length.
 struct flat_pair {
   at::Tensor c, r;
@@ -708,8 +731,7 @@ float_scan scan_pair(const at::Tensor& cand, const at::Tensor& ref, tolerance to
         [&part = parts[static_cast<size_t>(k)]](const auto* cs, const auto* rs, int64_t count,
                                                 int64_t base) { part.add(cs, rs, count, base); });
   };
-  const int64_t threads = std::min<int64_t>(
-      {chunks, max_compare_threads, std::max<int64_t>(1, std::thread::hardware_concurrency())});
+  const int64_t threads = std::min<int64_t>({chunks, max_compare_threads, usable_cpus()});
   if (threads <= 1) {
     for (int64_t k = 0; k < chunks; ++k)
       work(k);
@@ -717,19 +739,32 @@ float_scan scan_pair(const at::Tensor& cand, const at::Tensor& ref, tolerance to
     std::atomic<int64_t> next{0};
     std::mutex failed_lock;
     std::exception_ptr failed;
-    std::vector<std::thread> pool;
-    for (int64_t t = 0; t < threads; ++t)
-      pool.emplace_back([&] {
-        try {
-          for (int64_t k = next++; k < chunks; k = next++)
-            work(k);
-        } catch (...) {
-          std::lock_guard<std::mutex> hold{failed_lock};
-          failed = std::current_exception();
-        }
-      });
-    for (auto& th : pool)
+    auto drain = [&] {
+      try {
+        for (int64_t k = next++; k < chunks; k = next++)
+          work(k);
+      } catch (...) {
+        std::lock_guard<std::mutex> hold{failed_lock};
+        failed = std::current_exception();
+      }
+    };
+    struct joiner { // joins whatever started, also when starting another thread throws
+      std::vector<std::thread> threads;
+      ~joiner() {
+        for (auto& th : threads)
+          th.join();
+      }
+    } pool;
+    try {
+      for (int64_t t = 1; t < threads; ++t)
+        pool.threads.emplace_back(drain);
+    } catch (const std::system_error&) {
+      // No thread to be had (a process or pid limit is reached): this one does the rest.
+    }
+    drain();
+    for (auto& th : pool.threads)
       th.join();
+    pool.threads.clear();
     if (failed)
       std::rethrow_exception(failed);
   }
@@ -800,7 +835,7 @@ one_output compare_floating(const at::Tensor& cand, const at::Tensor& ref, size_
 
 namespace {
 
-output_comparison compare_loaded(const mapped_file& reference, const mapped_file& candidate,
+output_comparison compare_loaded(const file_bytes& reference, const file_bytes& candidate,
                                  tolerance tol) {
   outputs ref = load_outputs(reference);
   if (!ref.problem.empty())
@@ -864,10 +899,14 @@ output_comparison compare_loaded(const mapped_file& reference, const mapped_file
 
 output_comparison compare_outputs(const std::string& reference_file,
                                   const std::string& candidate_file, tolerance tol) {
-  return compare_loaded(mapped_file::open(reference_file), mapped_file::open(candidate_file), tol);
+  return compare_loaded(file_bytes::open(reference_file), file_bytes::open(candidate_file), tol);
 }
 
-output_comparison compare_output_files(const mapped_file& reference, const mapped_file& candidate,
+bool is_raw_outputs(const file_bytes& f) {
+  return f.bytes().substr(0, raw_magic.size()) == raw_magic;
+}
+
+output_comparison compare_output_files(const file_bytes& reference, const file_bytes& candidate,
                                        tolerance tol) {
   return compare_loaded(reference, candidate, tol);
 }

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/mapped_file.hpp"
+#include "gpu/file_bytes.hpp"
 #include "messages/eval.hpp"
 
 namespace kiln {
@@ -33,10 +33,13 @@ struct output_comparison {
 output_comparison compare_outputs(const std::string& reference_file,
                                   const std::string& candidate_file, tolerance tol);
 
-/// The same, over files already mapped: the evaluator maps the reference's outputs and removes
+/// The same, over files already read: the evaluator reads the reference's outputs and removes
 /// the files before the candidate runs, so they are out of its reach.
-output_comparison compare_output_files(const mapped_file& reference, const mapped_file& candidate,
+output_comparison compare_output_files(const file_bytes& reference, const file_bytes& candidate,
                                        tolerance tol);
+
+/// Whether `f` is in the harness's raw format (else a torch.save archive, or not an outputs file).
+bool is_raw_outputs(const file_bytes& f);
 
 /// Folds the comparison of another trial into `acc` (worst differences, first failure wins).
 void merge_comparison(output_comparison& acc, const output_comparison& next);

@@ -48,6 +48,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+/// The most bytes a candidate's outputs file may have: twice the reference's and a megabyte.
+/// Right outputs are as large as the reference's; a larger file cannot pass, and reading a
+/// sparse terabyte a candidate left behind must not stall the daemon.
+size_t outputs_cap(const file_bytes& reference) {
+  return 2 * reference.bytes().size() + (size_t{1} << 20);
+}
+
 double sum_of(const std::vector<double>& xs) {
   return std::accumulate(xs.begin(), xs.end(), 0.0);
 }
@@ -213,19 +220,27 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       references_.store(ref_key, reference_stats);
 
     // The reference's outputs leave the disk while the candidate runs, so the candidate cannot
-    // read them or overwrite them: they are mapped, then their files removed (the mapping stays
-    // readable to kiln alone).
-    std::vector<mapped_file> ref_outputs;
+    // read them or overwrite them: they are read into kiln's memory, then their files removed.
+    std::vector<file_bytes> ref_outputs;
     for (size_t k = 0; k < seeds.size(); ++k)
-      ref_outputs.push_back(mapped_file::open(ref.dir + "/out_" + std::to_string(k) + ".pt"));
-    const mapped_file ref_recheck = mapped_file::open(ref.dir + "/out_recheck.pt");
+      ref_outputs.push_back(file_bytes::open(ref.dir + "/out_" + std::to_string(k) + ".pt"));
+    const file_bytes ref_recheck = file_bytes::open(ref.dir + "/out_recheck.pt");
     // Exactly equal outputs for different inputs: the task does not depend on its inputs, so any
     // constant passes it (PEERS (c) #10). The task is at fault; a note asks a human to look.
-    // Equal files hold equal outputs (the harness writes nothing else into them); the first
-    // differing byte ends the comparison, which for a real task is one of the first.
+    // Equal bytes mean equal outputs; raw files that differ hold different values (the first
+    // differing byte ends the check, for a real task one of the first); a torch.save archive
+    // names its records after the file, so those are compared by value.
     bool all_equal = seeds.size() > 1;
-    for (size_t k = 1; k < seeds.size() && all_equal; ++k)
-      all_equal = ref_outputs[k].bytes() == ref_outputs[0].bytes();
+    for (size_t k = 1; k < seeds.size() && all_equal; ++k) {
+      if (ref_outputs[k].bytes() == ref_outputs[0].bytes())
+        continue;
+      try {
+        all_equal = !is_raw_outputs(ref_outputs[0]) && !is_raw_outputs(ref_outputs[k])
+                    && compare_output_files(ref_outputs[0], ref_outputs[k], {0, 0}).ok;
+      } catch (const std::exception&) {
+        all_equal = false; // unreadable: the comparison below will say so
+      }
+    }
     if (all_equal)
       v.notes.push_back("check: the reference's output does not depend on its inputs (equal on "
                         "every trial); the task cannot tell a constant from real work");
@@ -237,6 +252,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     cand_job.dir = ctx.scratch + "/cand";
     cand_job.time = true;
     cand_job.nonce = fresh_nonce();
+    cand_job.inputs_on = ref.inputs_on; // the same values as the reference's, made the same way
     clock_sampler cand_clocks{settings_.device};
     auto cand = run_runner(ctx, cand_job, timeout_s);
     cand_clocks.stop();
@@ -287,7 +303,8 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       auto cand_file = cand.dir + "/out_" + std::to_string(k) + ".pt";
       output_comparison trial;
       try {
-        trial = compare_output_files(ref_outputs[k], mapped_file::open(cand_file),
+        trial = compare_output_files(ref_outputs[k],
+                                     file_bytes::open(cand_file, outputs_cap(ref_outputs[k])),
                                      {cfg.atol, cfg.rtol});
       } catch (const std::exception& e) {
         return finish(vs::runtime_error, std::string{"cannot compare outputs: "} + e.what());
@@ -318,8 +335,9 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
                                         + " shares storage with an input (post-timing re-check)");
       output_comparison again;
       try {
-        again = compare_output_files(ref_recheck, mapped_file::open(cand.dir + "/out_recheck.pt"),
-                                     {cfg.atol, cfg.rtol});
+        again = compare_output_files(
+            ref_recheck, file_bytes::open(cand.dir + "/out_recheck.pt", outputs_cap(ref_recheck)),
+            {cfg.atol, cfg.rtol});
       } catch (const std::exception& e) {
         return finish(vs::runtime_error, std::string{"cannot compare outputs: "} + e.what());
       }

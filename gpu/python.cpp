@@ -96,8 +96,11 @@ std::string probe(const candidate& c) {
   // Whether torch can be found, not imported: an import costs a second or more on every kiln
   // command, and the runners import it anyway (a torch that is found but broken fails there,
   // with its own message).
-  opts.argv = {c.path, "-c",
-               "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"};
+  // -I as the runners run: no current folder or user site can supply a torch they would not see;
+  // a bare `torch` folder (a namespace package, no origin) is not torch.
+  opts.argv = {c.path, "-I", "-c",
+               "import importlib.util, sys; s = importlib.util.find_spec('torch'); "
+               "sys.exit(s is None or not s.origin)"};
   // The same kind of minimal environment the runners get: whatever works here must work there.
   opts.env = {"PATH=" + parent_path_var(), "HOME=/tmp", "LANG=C.UTF-8"};
   opts.stderr_path = err_file;

@@ -85,7 +85,8 @@ std::string job_json(const runner_job& j, const evaluator_config& cfg) {
     << ", \"cache_dir\": " << json_quote(j.cache_dir)
     << ", \"arch_list\": " << json_quote(j.arch_list) << ", \"pch_key\": " << json_quote(j.pch_key)
     << ", \"recheck_seed\": " << (j.recheck ? std::to_string(j.recheck_seed) : std::string{"null"})
-    << ", \"nonce\": " << json_quote(j.nonce) << "}\n";
+    << ", \"inputs_on\": " << json_quote(j.inputs_on) << ", \"nonce\": " << json_quote(j.nonce)
+    << "}\n";
   return o.str();
 }
 
@@ -222,6 +223,7 @@ void parse_result(const std::string& path, runner_report& r) {
         r.violations.emplace_back(text);
     }
   r.stateful = get_bool(doc, "stateful");
+  r.inputs_on = get_string(doc, "inputs_on");
   r.nonce = get_string(doc, "nonce");
   simdjson::dom::array samples;
   if (!doc["samples_ms"].get(samples)) {

@@ -65,6 +65,10 @@ struct runner_job {
   uint64_t recheck_seed = 0;
   /// Echoed in result.json: a result.json without it was not written by this runner's harness.
   std::string nonce;
+  /// Where get_inputs makes the inputs: "" lets the runner choose (the device where torch can,
+  /// else the CPU) and report it; "device" or "cpu" is binding. The candidate is told what the
+  /// reference chose, so both see the same values.
+  std::string inputs_on;
 };
 
 /// One load_inline / load call of a runner (result.json `builds`, gpu/harness/kiln_build.py).
@@ -122,6 +126,7 @@ struct runner_report {
   bool have_recheck = false;
   trial_record recheck;  ///< the post-timing call (runner_job::recheck)
   bool stateful = false; ///< the model's parameters or buffers changed during the trials
+  std::string inputs_on; ///< where the runner made its inputs: "device" or "cpu"
   std::string nonce;     ///< as result.json reports it
   std::string stdout_path;
   std::string stderr_path;

@@ -181,22 +181,35 @@ def _main(argv):
 
         # Inputs are made on the device where torch can (torch.device as a context, 2.0+):
         # a task's CPU tensors cost seconds per trial at the sizes of real tasks, then a copy.
-        # Reference and candidate make theirs the same way, so they get the same values. PIKE
-        # mode keeps PIKE's CPU inputs; a get_inputs that fails on the device gets the CPU.
-        on_device = [is_cuda and not job.get("pike_mode") and hasattr(device, "__enter__")]
+        # The reference's runner chooses (a get_inputs that fails on the device gets the CPU)
+        # and reports it; the candidate's is told that choice and keeps to it, so both make the
+        # same values. PIKE mode keeps PIKE's CPU inputs.
+        inputs_on = str(job.get("inputs_on") or "")
+        can_device = is_cuda and not job.get("pike_mode") and hasattr(device, "__enter__")
+        if inputs_on == "device" and not can_device:
+            raise RuntimeError("told to make inputs on the device, which this torch cannot")
+        if not inputs_on:
+            inputs_on = "device" if can_device else "cpu"
+        # Where, and whether that is settled: binding when told, else once a set was made.
+        chosen = [inputs_on, bool(job.get("inputs_on"))]
+        result["inputs_on"] = inputs_on
 
         def make_inputs(seed):
             torch.manual_seed(int(seed))
             inputs = None
-            if on_device[0]:
+            if chosen[0] == "device":
                 try:
                     with device:
                         inputs = list(task.get_inputs())
                 except Exception:
-                    on_device[0] = False
+                    if chosen[1]:
+                        raise
+                    chosen[0] = "cpu"
+                    result["inputs_on"] = "cpu"
                     torch.manual_seed(int(seed))
             if inputs is None:
                 inputs = list(task.get_inputs())
+            chosen[1] = True
             return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
         stage[0] = "run"
@@ -421,6 +434,10 @@ def _write_outputs(torch, path, tensors, guard):
     if any(t.dtype not in names for t in tensors):
         guard.save(tuple(t.clone(memory_format=torch.contiguous_format) for t in tensors), path)
         return
+    # A conjugate or negative view keeps its data as it was and a bit that says how to read it;
+    # the file must hold the values.
+    tensors = [t.resolve_conj().resolve_neg() if hasattr(t, "resolve_neg") else t
+               for t in tensors]
     tensors = [t if t.is_contiguous() else t.contiguous() for t in tensors]
     # Offsets have a fixed width, so the header's length is known before they are.
     entries = [(names[t.dtype], " ".join([str(t.dim())] + [str(d) for d in t.shape]),

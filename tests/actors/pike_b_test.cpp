@@ -1,6 +1,8 @@
 // PIKE-B's own rules (idea resizing, parent split) and the budgets that end a task's search:
 // evaluations, a task's wall clock, the run's wall clock, and a stall.
 
+#include <fstream>
+
 #include <catch2/catch.hpp>
 
 #include "actors/agent.hpp"
@@ -313,4 +315,21 @@ TEST_CASE_METHOD(actor_fixture, "build errors and wrong outputs get PIKE's two f
   CHECK(count("SELECT COUNT(*) FROM llm_calls WHERE kind = 'fix_correctness' AND (prompt NOT "
               "LIKE '%status: incorrect%' OR prompt NOT LIKE '%output 0: max abs diff 0.75%')")
         == 0);
+}
+
+TEST_CASE("a role's fix template also serves wrong outputs unless they have their own") {
+  auto dir = fresh_dir("fix-template");
+  auto fix = dir + "/fix.txt";
+  auto corr = dir + "/corr.txt";
+  std::ofstream{fix} << "MY FIX {{code}}";
+  std::ofstream{corr} << "MY CORRECTNESS FIX {{diffs}}";
+  agent_config role;
+  role.name = "error_fixer";
+  role.template_paths["fix"] = fix;
+  auto texts = load_role_templates(role);
+  CHECK(texts.at("fix_correctness") == "MY FIX {{code}}");
+  role.template_paths["fix_correctness"] = corr;
+  texts = load_role_templates(role);
+  CHECK(texts.at("fix") == "MY FIX {{code}}");
+  CHECK(texts.at("fix_correctness") == "MY CORRECTNESS FIX {{diffs}}");
 }

@@ -2,6 +2,7 @@
 
 #include "gpu/python.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -97,6 +98,10 @@ raw("raw_big_ref", [big])
 off = big.clone(); off[100] += 0.2; off[8_500_000] -= 0.7
 raw("raw_big_off", [off])
 save("big_off_saved", [off])
+# Conjugate and negative views: their bytes are not their values.
+z = torch.complex(a, a.flip(0))
+raw("raw_conj", [z.conj(), torch._neg_view(b)])
+save("conj_values", [z.conj().resolve_conj(), -b])
 )PY";
 
 // CTest runs every test case in its own process, several at once: the fixtures are written
@@ -361,6 +366,32 @@ TEST_CASE("a damaged raw outputs file is refused with the reason", "[compare]") 
   fails("outside", head("float32 1 4 128 16") + data, "outside the file");
   fails("number", head("float32 1 x4 64 16") + data, "not a number");
   fails("short", "KILNOUT1\n1\nfloat32 1", "expected");
+  fails("bool", head("bool 1 4 64 4") + std::string("\x00\x01\x07\x00", 4), "holds the byte 7");
   auto good = write("good", head("float32 1 4 64 16") + data);
   CHECK(compare_outputs(good, good, {}).ok);
+}
+
+TEST_CASE("conjugate and negative views are written as their values", "[compare]") {
+  auto r = cmp("conj_values", "raw_conj");
+  CHECK(r.ok);
+  CHECK(r.max_abs_diff == std::vector<double>{0, 0});
+}
+
+TEST_CASE("an outputs file must be a plain file of a sane size", "[compare]") {
+  auto dir = fixtures() + "/odd-" + std::to_string(getpid());
+  fs::create_directories(dir);
+  // A FIFO in the file's place is refused at once, not waited on for a writer that never comes.
+  auto fifo = dir + "/out_0.pt";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(kiln::file_bytes::open(fifo), Catch::Contains("not a regular file"));
+  // A symbolic link is not followed (it could point at any readable file, of any size).
+  auto link = dir + "/out_1.pt";
+  fs::create_symlink(file("ref"), link);
+  CHECK_THROWS_WITH(kiln::file_bytes::open(link), Catch::Contains("symbolic link"));
+  // A file larger than its outputs can take is refused before it is read.
+  auto big = dir + "/out_2.pt";
+  fs::copy_file(file("raw_big_ref"), big);
+  CHECK_THROWS_WITH(kiln::file_bytes::open(big, 1000), Catch::Contains("more than the 1000"));
+  CHECK(kiln::file_bytes::open(big).bytes().size() == fs::file_size(big));
+  fs::remove_all(dir);
 }
