@@ -254,7 +254,42 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     cand_job.nonce = fresh_nonce();
     cand_job.inputs_on = ref.inputs_on; // the same values as the reference's, made the same way
     clock_sampler cand_clocks{settings_.device};
-    auto cand = run_runner(ctx, cand_job, timeout_s);
+    // Trial outputs are compared as soon as the runner has written them (the gate), before it
+    // times anything: a candidate whose outputs are wrong costs no timing.
+    cand_job.gate = true;
+    struct gate_state {
+      bool asked = false;
+      output_comparison cmp;
+      std::string error;
+      double ms = 0;
+    } gate;
+    auto compare_trials = [&](const std::string& dir) {
+      // The candidate's file names are the parent's, never taken from the runner's report.
+      output_comparison all;
+      for (size_t k = 0; k < seeds.size(); ++k) {
+        auto trial =
+            compare_output_files(ref_outputs[k],
+                                 file_bytes::open(dir + "/out_" + std::to_string(k) + ".pt",
+                                                  outputs_cap(ref_outputs[k])),
+                                 {cfg.atol, cfg.rtol});
+        if (k == 0)
+          all = trial;
+        else
+          merge_comparison(all, trial);
+      }
+      return all;
+    };
+    auto cand = run_runner(ctx, cand_job, timeout_s, [&](const std::string& dir) {
+      const auto t_gate = std::chrono::steady_clock::now();
+      gate.asked = true;
+      try {
+        gate.cmp = compare_trials(dir);
+      } catch (const std::exception& e) {
+        gate.error = e.what();
+      }
+      gate.ms = ms_since(t_gate);
+      return gate.error.empty() && gate.cmp.ok;
+    });
     cand_clocks.stop();
     spdlog::debug("evaluator {}: candidate runner {:.0f} ms ({})", settings_.device,
                   cand.proc.wall_ms, cand.phases);
@@ -295,25 +330,22 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
                                         + " shares storage with an input (the reference's does "
                                           "not)");
 
-    // The reference's outputs are compared from memory; the candidate's file names are the
-    // parent's, never taken from the runner's report.
-    output_comparison cmp;
-    const auto t_compare = std::chrono::steady_clock::now();
-    for (size_t k = 0; k < seeds.size(); ++k) {
-      auto cand_file = cand.dir + "/out_" + std::to_string(k) + ".pt";
-      output_comparison trial;
+    if (gate.asked) {
+      spdlog::debug("evaluator {}: comparisons at the gate {:.0f} ms", settings_.device, gate.ms);
+      if (!gate.error.empty())
+        return finish(vs::runtime_error, "cannot compare outputs: " + gate.error);
+      if (cand.gate_stopped)
+        v.notes.push_back("not timed: its outputs were wrong");
+    } else {
+      const auto t_compare = std::chrono::steady_clock::now();
       try {
-        trial = compare_output_files(ref_outputs[k],
-                                     file_bytes::open(cand_file, outputs_cap(ref_outputs[k])),
-                                     {cfg.atol, cfg.rtol});
+        gate.cmp = compare_trials(cand.dir);
       } catch (const std::exception& e) {
         return finish(vs::runtime_error, std::string{"cannot compare outputs: "} + e.what());
       }
-      if (k == 0)
-        cmp = trial;
-      else
-        merge_comparison(cmp, trial);
+      spdlog::debug("evaluator {}: comparisons {:.0f} ms", settings_.device, ms_since(t_compare));
     }
+    const output_comparison& cmp = gate.cmp;
     v.max_abs_diff = cmp.max_abs_diff;
     v.max_rel_diff = cmp.max_rel_diff;
     if (!cmp.ok)
@@ -352,7 +384,6 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     // time in calls than it lived (a patched clock or event would show up here).
     if (cand.samples_ms.empty())
       return finish(vs::rejected, "candidate runner reported no timing samples");
-    spdlog::debug("evaluator {}: comparisons {:.0f} ms", settings_.device, ms_since(t_compare));
     for (double s : cand.samples_ms)
       if (!std::isfinite(s) || s <= 0)
         return finish(vs::rejected, "candidate runner reported an invalid timing sample");

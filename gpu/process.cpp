@@ -341,7 +341,8 @@ bool parent_gone(const child_plan& plan) {
 
 /// Waits until the leader has exited, without reaping it (so its pid, which is also the group
 /// id, cannot be reused while we still signal the group). Returns false at the deadline.
-bool wait_exited(pid_t pid, int pidfd, std::optional<clock_type::time_point> deadline) {
+bool wait_exited(pid_t pid, int pidfd, std::optional<clock_type::time_point> deadline,
+                 int watch_fd = -1, const std::function<bool()>* on_readable = nullptr) {
   long nap_ns = 1'000'000;
   for (;;) {
     siginfo_t info{};
@@ -358,10 +359,25 @@ bool wait_exited(pid_t pid, int pidfd, std::optional<clock_type::time_point> dea
       double ms = std::ceil(std::chrono::duration<double, std::milli>(left).count());
       wait_ms = static_cast<int>(std::min(ms, static_cast<double>(INT_MAX)));
     }
-    if (pidfd >= 0) {
-      // The pidfd becomes readable when the process exits: no polling loop, no wakeups.
-      pollfd pfd{pidfd, POLLIN, 0};
-      ::poll(&pfd, 1, wait_ms); // EINTR or a wakeup: check again above
+    if (pidfd >= 0 || watch_fd >= 0) {
+      // The pidfd becomes readable when the process exits: no polling loop, no wakeups. Without
+      // one, a watched descriptor is polled with the nap below as the limit.
+      pollfd pfds[2];
+      nfds_t n = 0;
+      if (pidfd >= 0)
+        pfds[n++] = {pidfd, POLLIN, 0};
+      if (watch_fd >= 0)
+        pfds[n++] = {watch_fd, POLLIN, 0};
+      int limit = wait_ms;
+      if (pidfd < 0)
+        limit =
+            static_cast<int>(std::min<long>(nap_ns / 1'000'000, wait_ms < 0 ? nap_ns : wait_ms));
+      int ready = ::poll(pfds, n, limit); // EINTR or a wakeup: check again above
+      if (ready > 0 && watch_fd >= 0 && (pfds[n - 1].revents & (POLLIN | POLLHUP | POLLERR)) != 0)
+        if (on_readable == nullptr || !*on_readable || !(*on_readable)())
+          watch_fd = -1;
+      if (pidfd < 0)
+        nap_ns = std::min<long>(nap_ns * 2, 20'000'000);
       continue;
     }
     long ns = nap_ns;
@@ -467,6 +483,11 @@ bool child_process::alive() const {
 }
 
 process_result child_process::wait(double timeout_s, double kill_grace_s) {
+  return wait(timeout_s, kill_grace_s, -1, {});
+}
+
+process_result child_process::wait(double timeout_s, double kill_grace_s, int watch_fd,
+                                   const std::function<bool()>& on_readable) {
   auto start = clock_type::now();
   if (!running()) {
     process_result res;
@@ -477,7 +498,7 @@ process_result child_process::wait(double timeout_s, double kill_grace_s) {
   if (timeout_s > 0)
     deadline = after(start, timeout_s);
   bool timed_out = false;
-  if (!wait_exited(pid_, pidfd_, deadline)) {
+  if (!wait_exited(pid_, pidfd_, deadline, watch_fd, &on_readable)) {
     timed_out = true;
     ::kill(-pid_, SIGTERM);
     wait_exited(pid_, pidfd_, after(clock_type::now(), kill_grace_s));

@@ -5,6 +5,7 @@
 // isolation of gpu/sandbox.hpp when asked for.
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,10 @@ public:
   /// SIGTERM to the group, `kill_grace_s`, SIGKILL. Reaps it; nothing of its group (or of its
   /// PID namespace) survives. `wall_ms` counts from this call.
   process_result wait(double timeout_s, double kill_grace_s);
+  /// The same, and while waiting calls `on_readable` whenever `watch_fd` is readable; it
+  /// returns false to stop watching (the descriptor is closed or done with).
+  process_result wait(double timeout_s, double kill_grace_s, int watch_fd,
+                      const std::function<bool()>& on_readable);
   /// SIGKILL to the group, then reaps as `wait` does.
   process_result kill();
 

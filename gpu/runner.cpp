@@ -85,7 +85,8 @@ std::string job_json(const runner_job& j, const evaluator_config& cfg) {
     << ", \"cache_dir\": " << json_quote(j.cache_dir)
     << ", \"arch_list\": " << json_quote(j.arch_list) << ", \"pch_key\": " << json_quote(j.pch_key)
     << ", \"recheck_seed\": " << (j.recheck ? std::to_string(j.recheck_seed) : std::string{"null"})
-    << ", \"inputs_on\": " << json_quote(j.inputs_on) << ", \"nonce\": " << json_quote(j.nonce)
+    << ", \"inputs_on\": " << json_quote(j.inputs_on)
+    << ", \"gate\": " << (j.gate ? "true" : "false") << ", \"nonce\": " << json_quote(j.nonce)
     << "}\n";
   return o.str();
 }
@@ -224,6 +225,7 @@ void parse_result(const std::string& path, runner_report& r) {
     }
   r.stateful = get_bool(doc, "stateful");
   r.inputs_on = get_string(doc, "inputs_on");
+  r.gate_stopped = get_string(doc, "gate") == "stopped";
   r.nonce = get_string(doc, "nonce");
   simdjson::dom::array samples;
   if (!doc["samples_ms"].get(samples)) {
@@ -327,7 +329,8 @@ runner_failure judge_process(const runner_report& r, double timeout_s) {
   return {vs::correct, {}};
 }
 
-runner_report run_runner(const runner_context& ctx, const runner_job& job, double timeout_s) {
+runner_report run_runner(const runner_context& ctx, const runner_job& job, double timeout_s,
+                         const std::function<bool(const std::string& dir)>& gate) {
   runner_report r;
   // The harness is re-checked before every start: an earlier candidate may have rewritten it
   // (without Landlock nothing stops it).
@@ -357,11 +360,15 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
     r.stderr_path = runner->stderr_path();
     spdlog::debug("evaluator {}: {} runner {} ({}) in {}", ctx.settings.device, job.mode,
                   runner->pid(), runner->warm() ? "warm" : "cold", r.dir);
-    r.proc = runner->run(job_path, timeout_s);
+    std::function<bool()> ask;
+    if (shared.gate && gate)
+      ask = [&gate, dir = r.dir] { return gate(dir); };
+    r.proc = runner->run(job_path, timeout_s, 2, ask);
   } else {
     r.dir = job.dir;
     fs::create_directories(job.dir);
     auto job_path = job.dir + "/job.json";
+    shared.gate = false; // a cold runner has no control socket to ask through
     write_file(job_path, job_json(shared, ctx.settings.cfg));
     auto policy = runner_sandbox(ctx.settings);
     policy.writable_dirs.push_back(job.dir);

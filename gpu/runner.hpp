@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,6 +70,9 @@ struct runner_job {
   /// else the CPU) and report it; "device" or "cpu" is binding. The candidate is told what the
   /// reference chose, so both see the same values.
   std::string inputs_on;
+  /// Candidate mode with a pooled runner: after the trials, ask the parent (through `gate` of
+  /// run_runner) whether to go on timing; a candidate whose outputs are wrong is not timed.
+  bool gate = false;
 };
 
 /// One load_inline / load call of a runner (result.json `builds`, gpu/harness/kiln_build.py).
@@ -124,10 +128,11 @@ struct runner_report {
   /// `violations`): outputs that are not plain tensors, replaced functions, live threads.
   std::vector<std::string> violations;
   bool have_recheck = false;
-  trial_record recheck;  ///< the post-timing call (runner_job::recheck)
-  bool stateful = false; ///< the model's parameters or buffers changed during the trials
-  std::string inputs_on; ///< where the runner made its inputs: "device" or "cpu"
-  std::string nonce;     ///< as result.json reports it
+  trial_record recheck;      ///< the post-timing call (runner_job::recheck)
+  bool stateful = false;     ///< the model's parameters or buffers changed during the trials
+  std::string inputs_on;     ///< where the runner made its inputs: "device" or "cpu"
+  bool gate_stopped = false; ///< told at the gate not to time (its outputs were wrong)
+  std::string nonce;         ///< as result.json reports it
   std::string stdout_path;
   std::string stderr_path;
 };
@@ -189,7 +194,11 @@ runner_failure judge_process(const runner_report& r, double timeout_s);
 
 /// Starts one runner for `job` (from `ctx.pool` when set), waits for it (at most `timeout_s`
 /// from the hand-over) and reads its report. Runners are sandboxed (runner_sandbox).
-runner_report run_runner(const runner_context& ctx, const runner_job& job, double timeout_s);
+/// `gate`, for a job with `gate` set, is called with the runner's folder once its trial outputs
+/// are written; true lets it go on to timing. Without a pool there is no gate: the job runs
+/// through.
+runner_report run_runner(const runner_context& ctx, const runner_job& job, double timeout_s,
+                         const std::function<bool(const std::string& dir)>& gate = {});
 
 /// Why a runner's ending makes the device suspect (a crash by signal, a timeout, CUDA error
 /// text in its error or stderr on a CUDA device); empty when it does not.

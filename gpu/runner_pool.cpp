@@ -52,14 +52,14 @@ bool runner_process::ready() {
   return ready_;
 }
 
-process_result runner_process::run(const std::string& job_path, double timeout_s,
-                                   double kill_grace_s) {
-  std::string line = job_path + "\n";
-  // MSG_NOSIGNAL: a runner that died meanwhile must not take the daemon with it (SIGPIPE). Its
-  // ending is then what `wait` reports, with no result.
+namespace {
+
+/// MSG_NOSIGNAL: a runner that died meanwhile must not take the daemon with it (SIGPIPE). Its
+/// ending is then what `wait` reports, with no result.
+void send_all(int fd, const std::string& text) {
   size_t sent = 0;
-  while (sent < line.size()) {
-    ssize_t n = ::send(control_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+  while (sent < text.size()) {
+    ssize_t n = ::send(fd, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
     if (n > 0)
       sent += static_cast<size_t>(n);
     else if (n < 0 && errno == EINTR)
@@ -67,9 +67,40 @@ process_result runner_process::run(const std::string& job_path, double timeout_s
     else
       break;
   }
+}
+
+} // namespace
+
+process_result runner_process::run(const std::string& job_path, double timeout_s,
+                                   double kill_grace_s, const std::function<bool()>& gate) {
+  send_all(control_, job_path + "\n");
+  if (!gate) {
+    ::close(control_);
+    control_ = -1;
+    return child_.wait(timeout_s, kill_grace_s);
+  }
+  // The runner says `trials` when its outputs are on disk and waits for `time` or `stop`.
+  std::string buffer;
+  auto on_readable = [&]() -> bool {
+    char buf[256];
+    ssize_t got = ::recv(control_, buf, sizeof buf, MSG_DONTWAIT);
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR))
+      return false;
+    if (got < 0)
+      return true;
+    buffer.append(buf, static_cast<size_t>(got));
+    for (size_t nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
+      std::string message = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      if (message == "trials")
+        send_all(control_, gate() ? "time\n" : "stop\n");
+    }
+    return buffer.size() < 4096; // a runner that talks nonsense is no longer listened to
+  };
+  auto r = child_.wait(timeout_s, kill_grace_s, control_, on_readable);
   ::close(control_);
   control_ = -1;
-  return child_.wait(timeout_s, kill_grace_s);
+  return r;
 }
 
 runner_pool::runner_pool(runner_launch launch, size_t size)

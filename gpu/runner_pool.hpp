@@ -65,7 +65,10 @@ public:
   bool ready();
 
   /// Hands over `job_path` and waits at most `timeout_s` from now (then TERM, grace, KILL).
-  process_result run(const std::string& job_path, double timeout_s, double kill_grace_s = 2);
+  /// With `gate`, a runner that reports its trials done (`trials` on the control socket) is
+  /// told to go on timing when `gate()` says so, else to stop (docs/evaluation.md).
+  process_result run(const std::string& job_path, double timeout_s, double kill_grace_s = 2,
+                     const std::function<bool()>& gate = {});
 
   /// From now on the caller removes the folder; by default it goes with this object.
   void keep_dir() { owns_dir_ = false; }

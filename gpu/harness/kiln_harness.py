@@ -8,7 +8,7 @@
 import sys
 
 
-def _main(argv):
+def _main(argv, gate_fd=None):
     # Everything lives in locals of this function (no module globals with results), so that a
     # candidate has to work harder to find and rewrite the harness's state.
     import gc
@@ -265,6 +265,13 @@ def _main(argv):
         recheck_seed = job.get("recheck_seed")
         if recheck_seed is not None and not candidate_mode:
             result["recheck"] = call(make_inputs(recheck_seed), "out_recheck.pt", recheck_seed)
+        if candidate_mode and job.get("gate") and gate_fd is not None:
+            # The trial outputs are on disk: the parent compares them now, and a candidate
+            # whose outputs are wrong is not timed (that would only cost device time).
+            if not _gate(gate_fd):
+                result["gate"] = "stopped"
+                job["time"] = False
+                recheck_seed = None
 
         timed = None
         if job.get("time"):
@@ -670,6 +677,23 @@ def _redact_job(path, job):
         pass  # the job may come from a read-only place; the nonce then stays in it
 
 
+def _gate(fd):
+    """Says `trials` to the parent and waits for its answer: True to go on timing."""
+    import os
+
+    try:
+        os.write(fd, b"trials\n")
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = os.read(fd, 64)
+            if not chunk:
+                return False
+            answer += chunk
+    except OSError:
+        return False
+    return answer.strip() == b"time"
+
+
 def _serve():
     """Pool mode: import torch now (never CUDA), say "ready" on stdin (a socket to the daemon),
     then wait for one line, the job.json path, and run exactly that job."""
@@ -690,11 +714,13 @@ def _serve():
         if not chunk:
             return 0  # the pool let this runner go
         line += chunk
-    # The socket to the daemon is no business of the candidate's.
+    # The socket to the daemon leaves stdin; the harness keeps a copy for the gate after the
+    # trials (a candidate that finds and misuses it can only stop or stall its own timing).
+    gate_fd = os.dup(0)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    return _main([sys.argv[0], line.decode("utf-8").strip()])
+    return _main([sys.argv[0], line.decode("utf-8").strip()], gate_fd)
 
 
 if __name__ == "__main__":

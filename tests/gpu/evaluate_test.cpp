@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "gpu/evaluate.hpp"
 #include "gpu/python.hpp"
 
@@ -111,6 +113,7 @@ TEST_CASE("an honest rewrite is correct and timed against the reference") {
   CHECK(v.max_abs_diff.at(0) <= 1e-2);
   CHECK(v.device == "cpu");
   CHECK(v.wall_ms > 0);
+  CHECK(v.notes.empty());
   CHECK(leftover_scratch(engine.settings().work_dir) == 0);
 }
 
@@ -121,6 +124,9 @@ TEST_CASE("a numerically wrong candidate is incorrect, with its differences") {
   REQUIRE(v.max_abs_diff.size() == 1);
   CHECK(v.max_abs_diff[0] == Approx(1.0).margin(1e-3));
   CHECK(v.speedup == 0);
+  // Compared at the gate, after the trials and before any timing: it was never timed.
+  CHECK(std::find(v.notes.begin(), v.notes.end(), "not timed: its outputs were wrong")
+        != v.notes.end());
 }
 
 TEST_CASE("an exception in forward is a runtime error that carries the traceback") {

@@ -24,7 +24,7 @@ std::string slurp(const std::string& path) {
 TEST_CASE("the binary carries the harness source unchanged") {
   auto source = kiln::harness_source();
   CHECK(source == slurp(KILN_SOURCE_DIR "/gpu/harness/kiln_harness.py"));
-  CHECK(source.find("def _main(argv):") != std::string_view::npos);
+  CHECK(source.find("def _main(argv, gate_fd=None):") != std::string_view::npos);
   for (const auto& f : kiln::harness_files())
     CHECK(f.source == slurp(KILN_SOURCE_DIR "/gpu/harness/" + std::string{f.name}));
 }
