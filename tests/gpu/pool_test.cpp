@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <sstream>
@@ -257,4 +258,62 @@ TEST_CASE("a failed health check marks the device unhealthy and stops evaluation
   auto again = evaluate(engine, "mlp_good.py");
   CHECK(again.reason == v.reason);
   CHECK(count_starts() == started);
+}
+
+TEST_CASE("a pooled runner asks at the gate and hears the parent's answer") {
+  auto dir = fresh_dir("gate");
+  auto s = test_settings(dir + "/work");
+  fs::create_directories(s.work_dir);
+  // A stand-in for the harness that only speaks the control protocol: ready, the job's path,
+  // `trials`, then it writes down what it was told (or `eof`) next to the job.
+  auto script = dir + "/gate_harness.py";
+  std::ofstream{script} << R"PY(
+import os, sys
+try:
+    os.write(0, b"ready\n")
+except OSError:
+    pass  # the job may have been sent (and the socket closed) before this
+line = b""
+while not line.endswith(b"\n"):
+    line += os.read(0, 4096)
+job = line.decode().strip()
+answer = b""
+try:
+    os.write(0, b"trials\n")
+    while not answer.endswith(b"\n"):
+        chunk = os.read(0, 64)
+        if not chunk:
+            raise OSError("closed")
+        answer += chunk
+except OSError:
+    answer = b"eof\n"
+with open(os.path.join(os.path.dirname(job), "answer.txt"), "wb") as f:
+    f.write(answer)
+)PY";
+  kiln::runner_pool pool{kiln::runner_pool_launch(s, script), 1};
+  auto run = [&](std::function<bool()> gate) {
+    std::string error;
+    auto runner = pool.take(error);
+    REQUIRE(runner);
+    auto job = runner->dir() + "/job.json";
+    std::ofstream{job} << "{}";
+    runner->keep_dir();
+    auto r = runner->run(job, 30, 2, gate);
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.timed_out);
+    return slurp(fs::path(job).parent_path() / "answer.txt");
+  };
+  int asked = 0;
+  CHECK(run([&] {
+          ++asked;
+          return false;
+        })
+        == "stop\n");
+  CHECK(run([&] {
+          ++asked;
+          return true;
+        })
+        == "time\n");
+  CHECK(asked == 2);
+  CHECK(run({}) == "eof\n"); // no gate: the socket is closed after the job's path
 }
