@@ -436,13 +436,11 @@ std::vector<program_note> inspirations_for(self_ptr self, int32_t island, int64_
     std::shuffle(holders.begin(), holders.end(), st.rng);
     std::stable_sort(holders.begin(), holders.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
+    // One holder per cell (the grid is keyed by cell), none in a cell already shown.
     for (const auto& [distance, i] : holders) {
       if (wanted == 0)
         break;
-      const auto& p = st.programs[i];
-      if (cells_shown.count(p.cell) > 0)
-        continue;
-      show(p);
+      show(st.programs[i]);
       --wanted;
     }
   }

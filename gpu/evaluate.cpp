@@ -257,12 +257,6 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     // Trial outputs are compared as soon as the runner has written them (the gate), before it
     // times anything: a candidate whose outputs are wrong costs no timing.
     cand_job.gate = true;
-    struct gate_state {
-      bool asked = false;
-      output_comparison cmp;
-      std::string error;
-      double ms = 0;
-    } gate;
     auto compare_trials = [&](const std::string& dir) {
       // The candidate's file names are the parent's, never taken from the runner's report.
       output_comparison all;
@@ -281,14 +275,15 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     };
     auto cand = run_runner(ctx, cand_job, timeout_s, [&](const std::string& dir) {
       const auto t_gate = std::chrono::steady_clock::now();
-      gate.asked = true;
+      bool go = false;
       try {
-        gate.cmp = compare_trials(dir);
-      } catch (const std::exception& e) {
-        gate.error = e.what();
+        go = compare_trials(dir).ok;
+      } catch (const std::exception&) {
+        // unreadable: not timed; the comparison after the run says why
       }
-      gate.ms = ms_since(t_gate);
-      return gate.error.empty() && gate.cmp.ok;
+      spdlog::debug("evaluator {}: comparisons at the gate {:.0f} ms", settings_.device,
+                    ms_since(t_gate));
+      return go;
     });
     cand_clocks.stop();
     spdlog::debug("evaluator {}: candidate runner {:.0f} ms ({})", settings_.device,
@@ -332,8 +327,6 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
 
     // The verdict compares the files as they are now, whatever the gate saw: the gate only
     // decides whether to time, and anyone holding the runner's socket could have rung it early.
-    if (gate.asked)
-      spdlog::debug("evaluator {}: comparisons at the gate {:.0f} ms", settings_.device, gate.ms);
     if (cand.gate_stopped)
       v.notes.push_back("not timed: its outputs were wrong");
     output_comparison cmp;

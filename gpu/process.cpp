@@ -369,9 +369,10 @@ bool wait_exited(pid_t pid, int pidfd, std::optional<clock_type::time_point> dea
       if (watch_fd >= 0)
         pfds[n++] = {watch_fd, POLLIN, 0};
       int limit = wait_ms;
-      if (pidfd < 0)
-        limit =
-            static_cast<int>(std::min<long>(nap_ns / 1'000'000, wait_ms < 0 ? nap_ns : wait_ms));
+      if (pidfd < 0) { // nothing tells of the exit: wake up after a nap to look again
+        const int nap_ms = static_cast<int>(nap_ns / 1'000'000);
+        limit = wait_ms < 0 ? nap_ms : std::min(nap_ms, wait_ms);
+      }
       int ready = ::poll(pfds, n, limit); // EINTR or a wakeup: check again above
       if (ready > 0 && watch_fd >= 0 && (pfds[n - 1].revents & (POLLIN | POLLHUP | POLLERR)) != 0)
         if (on_readable == nullptr || !*on_readable || !(*on_readable)())
