@@ -44,11 +44,13 @@ struct evaluator_config {
   int64_t warmup_calls = defaults::warmup_calls;
   int64_t min_samples = defaults::min_samples;
   int64_t max_samples = defaults::max_samples;
+  double min_timing_s = defaults::min_timing_s;
   double max_timing_s = defaults::max_timing_s;
   double target_ci = defaults::target_ci;
   std::string mode = defaults::mode;
   std::string cache_dir = defaults::cache_dir;
   int64_t compile_workers = defaults::compile_workers;
+  int64_t gpu_lanes = defaults::gpu_lanes;
   double compile_timeout_s = defaults::compile_timeout_s;
   int64_t pool_size = defaults::pool_size;
   double memory_limit_gb = defaults::memory_limit_gb;

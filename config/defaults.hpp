@@ -33,7 +33,10 @@ inline constexpr int64_t cpu_threads = 0;
 /// Timing: warm-up calls, then samples until the median's CI is within `target_ci` or the cap.
 inline constexpr int64_t warmup_calls = 3;
 inline constexpr int64_t min_samples = 10;
-inline constexpr int64_t max_samples = 400;
+inline constexpr int64_t max_samples = 4000;
+/// On a GPU, sampling lasts at least this long (its clocks and power state drift over tens of
+/// milliseconds, so one short window is one state, and medians of runs drift apart).
+inline constexpr double min_timing_s = 0.3;
 inline constexpr double max_timing_s = 2.0;
 inline constexpr double target_ci = 0.01;
 /// `kiln` or `pike` (one trial, seeds 0 and 1, mean timing), see DESIGN.md.
@@ -43,6 +46,8 @@ inline constexpr const char* mode = "kiln";
 inline constexpr const char* cache_dir = "";
 /// Processes that build candidates' extensions ahead of the GPU (0 = half the cores, at least 1).
 inline constexpr int64_t compile_workers = 0;
+/// Evaluations in flight per GPU: their untimed phases overlap, only timing is exclusive.
+inline constexpr int64_t gpu_lanes = 2;
 /// One compile stage (import with no GPU visible, extension builds included).
 inline constexpr double compile_timeout_s = 900;
 /// Pre-warmed interpreters (torch imported, CUDA untouched) kept ready per device.

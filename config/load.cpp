@@ -425,11 +425,13 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
              "warmup_calls",
              "min_samples",
              "max_samples",
+             "min_timing_s",
              "max_timing_s",
              "target_ci",
              "mode",
              "cache_dir",
              "compile_workers",
+             "gpu_lanes",
              "compile_timeout_s",
              "pool_size",
              "memory_limit_gb",
@@ -450,6 +452,7 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
   s.integer("warmup_calls", ev.warmup_calls, between(0, 10000));
   s.integer("min_samples", ev.min_samples, between(1, 100000));
   s.integer("max_samples", ev.max_samples, between(1, 100000));
+  s.number("min_timing_s", ev.min_timing_s, between(0, 3600));
   s.number("max_timing_s", ev.max_timing_s, above(0, 3600));
   s.number("target_ci", ev.target_ci, above(0, 1));
   s.choice("mode", ev.mode, eval_modes);
@@ -457,6 +460,7 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
   if (s.string("cache_dir", cache_dir))
     ev.cache_dir = cache_dir.empty() ? cache_dir : r.resolve(cache_dir);
   s.integer("compile_workers", ev.compile_workers, between(0, 1024));
+  s.integer("gpu_lanes", ev.gpu_lanes, between(1, 8));
   s.number("compile_timeout_s", ev.compile_timeout_s, above(0, 86400));
   s.integer("pool_size", ev.pool_size, between(0, 64));
   s.number("memory_limit_gb", ev.memory_limit_gb, at_least(0));

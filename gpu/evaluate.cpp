@@ -74,9 +74,24 @@ constexpr double suspicious_speedup = 10.0;
 
 } // namespace
 
-evaluation_engine::evaluation_engine(eval_settings settings)
-    : settings_(std::move(settings)),
-      references_(settings_.cache_dir.empty() ? settings_.cfg.cache_dir : settings_.cache_dir) {
+std::vector<eval_settings> device_lanes(eval_settings base) {
+  const int64_t lanes = base.device == "cpu" ? 1 : std::max<int64_t>(1, base.cfg.gpu_lanes);
+  if (!base.share)
+    base.share = std::make_shared<device_share>(base.cache_dir.empty() ? base.cfg.cache_dir
+                                                                       : base.cache_dir);
+  std::vector<eval_settings> out;
+  for (int64_t i = 0; i < lanes; ++i) {
+    out.push_back(base);
+    if (i > 0)
+      out.back().work_dir += "-lane" + std::to_string(i);
+  }
+  return out;
+}
+
+evaluation_engine::evaluation_engine(eval_settings settings) : settings_(std::move(settings)) {
+  if (!settings_.share)
+    settings_.share = std::make_shared<device_share>(
+        settings_.cache_dir.empty() ? settings_.cfg.cache_dir : settings_.cache_dir);
   settings_.python = absolute_program(settings_.python);
   if (settings_.work_dir.empty())
     throw std::runtime_error("evaluator: empty work_dir");
@@ -85,7 +100,6 @@ evaluation_engine::evaluation_engine(eval_settings settings)
   fs::create_directories(settings_.work_dir + "/cache/torch_extensions");
   fs::create_directories(settings_.work_dir + "/cache/triton");
   harness_path_ = install_harness(settings_.work_dir);
-  health_ = std::make_unique<device_health>();
   pool_ = std::make_unique<runner_pool>(
       runner_pool_launch(settings_, harness_path_),
       static_cast<size_t>(std::max<int64_t>(0, settings_.cfg.pool_size)));
@@ -99,7 +113,17 @@ evaluation_engine& evaluation_engine::operator=(evaluation_engine&&) noexcept = 
 
 void evaluation_engine::attach(runner_context& ctx) {
   ctx.pool = pool_.get();
-  ctx.health = health_.get();
+  ctx.health = &settings_.share->health;
+}
+
+std::optional<timing_stats> evaluation_engine::find_reference(const reference_key& key) {
+  std::lock_guard<std::mutex> lock{settings_.share->references_mutex};
+  return settings_.share->references.find(key);
+}
+
+void evaluation_engine::store_reference(const reference_key& key, const timing_stats& stats) {
+  std::lock_guard<std::mutex> lock{settings_.share->references_mutex};
+  settings_.share->references.store(key, stats);
 }
 
 verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
@@ -164,7 +188,19 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     }
     const double timeout_s = job.timeout_s > 0 ? job.timeout_s : cfg.timeout_s;
     const auto ref_key = reference_key_for(task_source, "");
-    const auto cached = references_.find(ref_key);
+    // The device's lock (gpu/device_share.hpp): untimed work shares the device with the other
+    // lanes' untimed work; a timed reference has it to itself. Another lane may have timed this
+    // task's reference while this one waited, so the cache is asked again once exclusive.
+    device_hold hold{settings_.share->lock};
+    auto cached = find_reference(ref_key);
+    if (!cached) {
+      hold.exclusive();
+      cached = find_reference(ref_key);
+      if (cached)
+        hold.shared();
+    } else {
+      hold.shared();
+    }
     const bool time_reference = !cached;
 
     runner_job ref_job;
@@ -183,6 +219,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     clock_sampler ref_clocks{settings_.device};
     auto ref = run_runner(ctx, ref_job, timeout_s);
     ref_clocks.stop();
+    hold.release();
     spdlog::debug("evaluator {}: reference runner {:.0f} ms ({})", settings_.device,
                   ref.proc.wall_ms, ref.phases);
     references_timed_ += time_reference ? 1 : 0;
@@ -217,7 +254,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
         time_reference ? with_clocks(summarize(ref.samples_ms), ref_clocks, ref.timing_wall_ms)
                        : *cached;
     if (time_reference)
-      references_.store(ref_key, reference_stats);
+      store_reference(ref_key, reference_stats);
 
     // The reference's outputs leave the disk while the candidate runs, so the candidate cannot
     // read them or overwrite them: they are read into kiln's memory, then their files removed.
@@ -273,7 +310,23 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       }
       return all;
     };
+    // Until the gate the candidate only runs untimed work, shared with the other lanes; the
+    // gate lets go of the device while the parent compares, then takes it whole for the
+    // timing and the re-check after it. Without a gate (a cold runner, PIKE mode) the
+    // candidate has the device to itself from the start. The gate answers once: a second
+    // `trials` (only a candidate that found the socket can send one) gets `stop`.
+    const bool gated = ctx.pool != nullptr && !pike;
+    if (gated)
+      hold.shared();
+    else
+      hold.exclusive();
+    bool gate_asked = false;
     auto cand = run_runner(ctx, cand_job, timeout_s, [&](const std::string& dir) {
+      if (gate_asked)
+        return false;
+      gate_asked = true;
+      if (gated)
+        hold.release();
       const auto t_gate = std::chrono::steady_clock::now();
       bool go = false;
       try {
@@ -283,8 +336,11 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       }
       spdlog::debug("evaluator {}: comparisons at the gate {:.0f} ms", settings_.device,
                     ms_since(t_gate));
+      if (go)
+        hold.exclusive();
       return go;
     });
+    hold.release();
     cand_clocks.stop();
     spdlog::debug("evaluator {}: candidate runner {:.0f} ms ({})", settings_.device,
                   cand.proc.wall_ms, cand.phases);
@@ -433,7 +489,10 @@ runner_facts evaluation_engine::facts() {
     job.dir = ctx.scratch + "/facts";
     job.device = ctx.runner_device;
     job.threads = ctx.threads;
+    device_hold hold{settings_.share->lock};
+    hold.shared();
     auto r = run_runner(ctx, job, facts_timeout_s);
+    hold.release();
     if (auto f = judge_process(r, facts_timeout_s); !f.reason.empty()) {
       // Not cached: the next call tries again (the interpreter may have been fixed).
       spdlog::error("evaluator {}: the runner cannot report its facts: {}; stderr: {}",

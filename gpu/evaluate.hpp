@@ -7,10 +7,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "config/config.hpp"
-#include "gpu/reference_cache.hpp"
+#include "gpu/device_share.hpp"
 #include "messages/eval.hpp"
 
 namespace kiln {
@@ -24,7 +26,15 @@ struct eval_settings {
   /// candidate compiled ahead only loads; empty: none (torch builds in each runner).
   std::string cache_dir;
   bool keep_scratch = false;
+  /// The device's lock, health and reference timings, shared by the lanes of one device
+  /// (engines made with the same pointer); null: the engine makes its own.
+  std::shared_ptr<device_share> share;
 };
+
+/// The settings of one device's evaluation lanes: `[evaluator] gpu_lanes` of them on a GPU, one
+/// on the CPU (whose timings every other process on the host disturbs). They share one
+/// device_share; each has its own work folder (`<work_dir>`, then `<work_dir>-lane1`, ...).
+std::vector<eval_settings> device_lanes(eval_settings base);
 
 /// One timing of a task's reference by itself (`kiln baseline`).
 struct reference_timing {
@@ -38,7 +48,6 @@ struct reference_timing {
 /// on `cfg.trials` input sets drawn from per-evaluation seeds, and times both the same way.
 class runner_pool;
 struct runner_context;
-struct device_health;
 
 class evaluation_engine {
 public:
@@ -84,7 +93,6 @@ public:
 
 private:
   std::unique_ptr<runner_pool> pool_;
-  std::unique_ptr<device_health> health_;
 
   eval_settings settings_;
   std::string harness_path_;
@@ -93,8 +101,10 @@ private:
   /// The key under which the reference timing of `task_source` is cached (runs facts()).
   reference_key reference_key_for(const std::string& task_source, const std::string& compile_mode);
 
-  /// Reference timings: memory, then `<cache_dir>/reference/` (gpu/reference_cache.hpp).
-  reference_cache references_;
+  /// Reference timings, memory then `<cache_dir>/reference/` (gpu/reference_cache.hpp), under
+  /// the share's mutex.
+  std::optional<timing_stats> find_reference(const reference_key& key);
+  void store_reference(const reference_key& key, const timing_stats& stats);
   int64_t references_timed_ = 0;
   uint64_t counter_ = 0;
 };

@@ -19,21 +19,36 @@ constexpr double health_timeout_s = 120;
 } // namespace
 
 bool evaluation_engine::healthy() const {
-  return health_->healthy;
+  std::lock_guard<std::mutex> lock{settings_.share->health.mutex};
+  return settings_.share->health.healthy;
 }
 
 std::string evaluation_engine::health_problem() const {
-  return health_->problem;
+  std::lock_guard<std::mutex> lock{settings_.share->health.mutex};
+  return settings_.share->health.problem;
 }
 
 std::string evaluation_engine::check_health() {
-  auto& h = *health_;
+  auto& h = settings_.share->health;
   auto unhealthy = [&] { return "device " + settings_.device + " is unhealthy: " + h.problem; };
+  // The check has the device to itself: no other lane's runner starts on a device that may
+  // be broken, and none is running while the small kernel decides.
+  device_hold hold{settings_.share->lock};
+  std::unique_lock<std::mutex> lock{h.mutex};
   if (!h.healthy)
     return unhealthy();
   if (!h.suspect)
     return {};
+  lock.unlock();
+  hold.exclusive();
+  lock.lock();
+  if (!h.healthy)
+    return unhealthy(); // another lane's check failed meanwhile
+  if (!h.suspect)
+    return {}; // or it passed
   h.suspect = false;
+  std::string suspect_reason = h.suspect_reason;
+  lock.unlock();
   runner_context ctx{settings_, harness_path_, {}, {}, {}, runner_threads(settings_.cfg)};
   attach(ctx);
   if (!map_device(settings_.device, ctx.visible_devices, ctx.runner_device))
@@ -45,19 +60,23 @@ std::string evaluation_engine::check_health() {
   auto r = run_runner(ctx, job, health_timeout_s);
   auto f = judge_process(r, health_timeout_s);
   if (f.reason.empty()) {
-    spdlog::info("evaluator {}: healthy after {}", settings_.device, h.suspect_reason);
+    spdlog::info("evaluator {}: healthy after {}", settings_.device, suspect_reason);
     return {};
   }
-  // Kept until the engine is made again (a restart of the evaluator): a device that failed
-  // once is not trusted with timings, and a human should look at it.
-  h.healthy = false;
-  h.problem = "health check after " + h.suspect_reason + " failed: " + f.reason;
+  // Kept for as long as the device's share lives (the daemon's run): a device that failed once
+  // is not trusted with timings by any lane, and a human should look at it.
+  auto problem = "health check after " + suspect_reason + " failed: " + f.reason;
   if (auto err = tail_of_file(r.stderr_path, 300); !err.empty()) {
     std::replace(err.begin(), err.end(), '\n', ' ');
-    h.problem += " (stderr: " + err + ")";
+    problem += " (stderr: " + err + ")";
   }
-  spdlog::error("evaluator {}: {}", settings_.device, unhealthy());
-  return unhealthy();
+  lock.lock();
+  h.healthy = false;
+  h.problem = problem;
+  auto answer = unhealthy();
+  lock.unlock();
+  spdlog::error("evaluator {}: {}", settings_.device, answer);
+  return answer;
 }
 
 } // namespace kiln

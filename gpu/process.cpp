@@ -374,9 +374,15 @@ bool wait_exited(pid_t pid, int pidfd, std::optional<clock_type::time_point> dea
         limit = wait_ms < 0 ? nap_ms : std::min(nap_ms, wait_ms);
       }
       int ready = ::poll(pfds, n, limit); // EINTR or a wakeup: check again above
-      if (ready > 0 && watch_fd >= 0 && (pfds[n - 1].revents & (POLLIN | POLLHUP | POLLERR)) != 0)
+      if (ready > 0 && watch_fd >= 0 && (pfds[n - 1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        // The time the parent spends answering (comparing outputs, waiting for the device) is
+        // not the child's: it moves the deadline.
+        const auto asked = clock_type::now();
         if (on_readable == nullptr || !*on_readable || !(*on_readable)())
           watch_fd = -1;
+        if (deadline)
+          *deadline += clock_type::now() - asked;
+      }
       if (pidfd < 0)
         nap_ns = std::min<long>(nap_ns * 2, 20'000'000);
       continue;

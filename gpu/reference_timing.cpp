@@ -72,9 +72,12 @@ reference_timing evaluation_engine::time_reference(const task_spec& task,
     // max-autotune compiles and benchmarks many kernels before the first call returns.
     const double timeout_s =
         compile_mode.empty() ? cfg.timeout_s : std::max(cfg.timeout_s, cfg.compile_timeout_s);
+    device_hold hold{settings_.share->lock}; // timed: the device to itself
+    hold.exclusive();
     clock_sampler clocks{settings_.device};
     auto r = run_runner(ctx, job, timeout_s);
     clocks.stop();
+    hold.release();
     if (auto f = judge_process(r, timeout_s); !f.reason.empty()) {
       out.reason = f.reason;
       return out;
@@ -91,7 +94,7 @@ reference_timing evaluation_engine::time_reference(const task_spec& task,
     out.stats = with_clocks(summarize(r.samples_ms), clocks, r.timing_wall_ms);
     out.ok = true;
     if (compile_mode.empty())
-      references_.store(reference_key_for(task_source, ""), out.stats);
+      store_reference(reference_key_for(task_source, ""), out.stats);
   } catch (const std::exception& e) {
     out.reason = std::string{"evaluator: "} + e.what();
   }

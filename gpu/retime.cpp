@@ -125,9 +125,12 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
         j.threads = ctx.threads;
         j.pike = pike;
         j.nonce = nonce(rng_nonce);
+        device_hold hold{settings_.share->lock}; // every run here is timed
+        hold.exclusive();
         clock_sampler clocks{settings_.device};
         auto rep = run_runner(ctx, j, cfg.timeout_s);
         clocks.stop();
+        hold.release();
         auto problem = timing_problem(rep, cfg.timeout_s);
         if (problem.empty() && rep.nonce != j.nonce)
           problem = "result.json was not written by the harness (wrong nonce)";

@@ -77,7 +77,7 @@ std::string job_json(const runner_job& j, const evaluator_config& cfg) {
   o << "], \"time\": " << (j.time ? "true" : "false")
     << ", \"timing\": {\"warmup_calls\": " << cfg.warmup_calls
     << ", \"min_samples\": " << cfg.min_samples << ", \"max_samples\": " << cfg.max_samples
-    << ", \"max_seconds\": " << cfg.max_timing_s << ", \"target_ci\": " << cfg.target_ci
+    << ", \"min_seconds\": " << cfg.min_timing_s << ", \"max_seconds\": " << cfg.max_timing_s << ", \"target_ci\": " << cfg.target_ci
     << ", \"buffer_sets\": " << j.buffer_sets << ", \"pike_rep_ms\": " << j.pike_rep_ms
     << ", \"pike_warmup_ms\": " << j.pike_warmup_ms << "}, \"threads\": " << j.threads
     << ", \"pike_mode\": " << (j.pike ? "true" : "false")
@@ -393,6 +393,7 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
     parse_result(r.dir + "/result.json", r);
   if (ctx.health != nullptr && job.mode != "health") {
     if (auto why = runner_suspicion(r, ctx.settings.device != "cpu"); !why.empty()) {
+      std::lock_guard<std::mutex> lock{ctx.health->mutex};
       ctx.health->suspect = true;
       ctx.health->suspect_reason = "a " + job.mode + " runner " + why;
     }

@@ -152,14 +152,6 @@ struct scratch_guard {
 
 class runner_pool;
 
-/// Whether a device can still be trusted, as an engine tracks it (gpu/health.cpp).
-struct device_health {
-  /// A runner ended badly (signal, timeout, CUDA error text): check before the next job.
-  bool suspect = false;
-  std::string suspect_reason;
-  bool healthy = true;
-  std::string problem; ///< why not healthy
-};
 
 /// Everything one evaluation needs to start runners; built by evaluate().
 struct runner_context {

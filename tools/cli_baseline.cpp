@@ -116,6 +116,7 @@ int baseline(const baseline_args& args) {
        << ", \"statistic\": " << (c.mode == "pike" ? "\"mean\"" : "\"median\"")
        << ", \"warmup_calls\": " << c.warmup_calls << ", \"min_samples\": " << c.min_samples
        << ", \"max_samples\": " << c.max_samples
+       << ", \"min_timing_s\": " << json_number(c.min_timing_s)
        << ", \"max_timing_s\": " << json_number(c.max_timing_s)
        << ", \"target_ci\": " << json_number(c.target_ci)
        << ", \"cpu_threads\": " << runner_threads(c) << "},\n \"modes\": [";

@@ -130,7 +130,8 @@ int run(const run_args& args) {
       s.cfg = plan.cfg.evaluator;
       s.work_dir = (work / ("work-" + d.id)).string();
       s.cache_dir = cache_dir;
-      plan.evaluators.push_back(std::move(s));
+      for (auto& lane : device_lanes(std::move(s)))
+        plan.evaluators.push_back(std::move(lane));
     }
     // The compile workers build for the devices' architecture (all of a host's GPUs are
     // normally alike; a mixed host gets every capability in the list).

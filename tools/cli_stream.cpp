@@ -134,9 +134,13 @@ int eval_stream(const eval_args& args) {
     s.cfg = ev;
     s.cache_dir = cache_dir;
     s.work_dir = (scratch / "work").string();
-    auto disp = sys.spawn(dispatcher, size_t{1});
-    auto evaluator = spawn_evaluator(sys, s, std::random_device{}());
-    caf::anon_send(disp, put_atom::value, int32_t{0}, evaluator);
+    auto lanes = device_lanes(s);
+    auto disp = sys.spawn(dispatcher, lanes.size());
+    std::vector<evaluator_actor> evaluators;
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      evaluators.push_back(spawn_evaluator(sys, lanes[i], std::random_device{}()));
+      caf::anon_send(disp, put_atom::value, static_cast<int32_t>(i), evaluators.back());
+    }
     std::vector<compiler_actor> compilers;
     try {
       compilers = make_compilers(sys, s, device.capability);
@@ -172,7 +176,8 @@ int eval_stream(const eval_args& args) {
     self->wait_for(client);
     for (auto& c : compilers)
       self->send_exit(c, caf::exit_reason::user_shutdown);
-    self->send_exit(evaluator, caf::exit_reason::user_shutdown);
+    for (auto& e : evaluators)
+      self->send_exit(e, caf::exit_reason::user_shutdown);
     self->send_exit(disp, caf::exit_reason::user_shutdown);
   }
   double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

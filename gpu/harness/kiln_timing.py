@@ -69,8 +69,13 @@ def _kiln(torch, model, inputs, device, timing, info):
 
     warmup = max(0, int(timing.get("warmup_calls", 3)))
     min_samples = max(1, int(timing.get("min_samples", 10)))
-    max_samples = max(min_samples, int(timing.get("max_samples", 400)))
+    max_samples = max(min_samples, int(timing.get("max_samples", 4000)))
     max_ns = float(timing.get("max_seconds", 2.0)) * 1e9
+    # A GPU's clocks and power state move over tens of milliseconds: a 30 ms window measures
+    # one state, and medians of separate runs drift apart by several percent (measured on an
+    # H200). Sampling on a GPU lasts at least min_seconds, after a warm-up of at least a tenth
+    # of that, so every measurement averages over the same kind of window.
+    min_ns = min(float(timing.get("min_seconds", 0.3)) * 1e9, max_ns)
     target_ci = float(timing.get("target_ci", 0.01))
     is_cuda = device.type == "cuda"
 
@@ -82,9 +87,13 @@ def _kiln(torch, model, inputs, device, timing, info):
         flush_bytes = 2 * l2_bytes
         info["flush_bytes"] = flush_bytes
         flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
-        for k in range(warmup):
+        t_warm = time.perf_counter_ns()
+        k = 0
+        while k < warmup or (time.perf_counter_ns() - t_warm < min_ns / 10 and k < max_samples):
             model(*sets[k % len(sets)])
-        torch.cuda.synchronize()
+            torch.cuda.synchronize()
+            k += 1
+        info["warmup_calls"] = k
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         t_sampling = time.perf_counter_ns()
@@ -106,7 +115,7 @@ def _kiln(torch, model, inputs, device, timing, info):
             samples.append(float(start.elapsed_time(end)))
             k += 1
             if _enough(samples, t_sampling, min_samples, max_samples, max_ns, target_ci,
-                       time.perf_counter_ns):
+                       time.perf_counter_ns, min_ns):
                 break
         del flush
     else:
@@ -164,14 +173,15 @@ def _buffer_sets(torch, inputs, device, l2_bytes, wanted):
     return sets
 
 
-def _enough(samples, t_sampling, min_samples, max_samples, max_ns, target_ci, now_ns):
+def _enough(samples, t_sampling, min_samples, max_samples, max_ns, target_ci, now_ns, min_ns=0):
     n = len(samples)
     if n >= max_samples:
         return True
+    elapsed = now_ns() - t_sampling
     # A few samples at least, even for a slow model that blows the time cap in one call.
-    if now_ns() - t_sampling >= max_ns and n >= min(3, min_samples):
+    if elapsed >= max_ns and n >= min(3, min_samples):
         return True
-    if n < min_samples:
+    if n < min_samples or elapsed < min_ns:
         return False
     # Sorting every call would cost host time between calls; every ~5% of n is enough.
     step = max(1, n // 20)

@@ -10,11 +10,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <chrono>
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <thread>
 #include <sstream>
 #include <string>
+#include <chrono>
 #include <vector>
 
 #include "gpu/evaluate.hpp"
@@ -291,14 +294,14 @@ with open(os.path.join(os.path.dirname(job), "answer.txt"), "wb") as f:
     f.write(answer)
 )PY";
   kiln::runner_pool pool{kiln::runner_pool_launch(s, script), 1};
-  auto run = [&](std::function<bool()> gate) {
+  auto run = [&](std::function<bool()> gate, double timeout_s = 30) {
     std::string error;
     auto runner = pool.take(error);
     REQUIRE(runner);
     auto job = runner->dir() + "/job.json";
     std::ofstream{job} << "{}";
     runner->keep_dir();
-    auto r = runner->run(job, 30, 2, gate);
+    auto r = runner->run(job, timeout_s, 2, gate);
     CHECK(r.exit_code == 0);
     CHECK_FALSE(r.timed_out);
     return slurp(fs::path(job).parent_path() / "answer.txt");
@@ -316,4 +319,13 @@ with open(os.path.join(os.path.dirname(job), "answer.txt"), "wb") as f:
         == "time\n");
   CHECK(asked == 2);
   CHECK(run({}) == "eof\n"); // no gate: the socket is closed after the job's path
+  // The parent's time at the gate is not the runner's: a gate slower than the runner's whole
+  // timeout (the device busy with another lane's timing) does not time it out.
+  CHECK(run(
+            [&] {
+              std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+              return true;
+            },
+            2.0)
+        == "time\n");
 }

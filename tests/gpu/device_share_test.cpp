@@ -1,0 +1,174 @@
+// The lanes of one device: the device lock's rules with real threads, and two engines sharing a
+// device that evaluate at once (CPU runners stand in for a GPU's: the procedure is the same).
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "gpu/build_cache.hpp"
+#include "gpu/device_share.hpp"
+#include "gpu/evaluate.hpp"
+#include "gpu/python.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Spins (yielding, no sleep) until `lock` has `n` waiters: the other thread is then blocked in
+/// the lock, not merely about to call it.
+void until_waiting(const kiln::device_lock& lock, int n) {
+  while (lock.waiting() < n)
+    std::this_thread::yield();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  REQUIRE(in);
+  return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+}
+
+} // namespace
+
+TEST_CASE("untimed work waits while a timing holds the device", "[lanes]") {
+  kiln::device_lock lock;
+  lock.lock();
+  std::atomic<bool> got{false};
+  std::thread reader{[&] {
+    lock.lock_shared();
+    got = true;
+    lock.unlock_shared();
+  }};
+  until_waiting(lock, 1);
+  CHECK_FALSE(got);
+  CHECK(lock.shared_holders() == 0);
+  lock.unlock();
+  reader.join();
+  CHECK(got);
+  CHECK(lock.shared_grants() == 1);
+  CHECK(lock.exclusive_grants() == 1);
+}
+
+TEST_CASE("a waiting timing goes before untimed work that arrives after it", "[lanes]") {
+  kiln::device_lock lock;
+  lock.lock_shared(); // untimed work already running: it may finish
+  CHECK(lock.shared_holders() == 1);
+  std::atomic<int> order{0};
+  std::atomic<int> writer_at{0};
+  std::atomic<int> reader_at{0};
+  std::thread writer{[&] {
+    lock.lock();
+    writer_at = ++order;
+    CHECK(lock.shared_holders() == 0);
+    lock.unlock();
+  }};
+  until_waiting(lock, 1);
+  std::thread reader{[&] {
+    lock.lock_shared(); // would fit beside the running work, but a timing is waiting
+    reader_at = ++order;
+    lock.unlock_shared();
+  }};
+  until_waiting(lock, 2);
+  CHECK(order == 0);
+  lock.unlock_shared();
+  writer.join();
+  reader.join();
+  CHECK(writer_at == 1);
+  CHECK(reader_at == 2);
+}
+
+TEST_CASE("a hold moves between shared and exclusive and lets go when it ends", "[lanes]") {
+  kiln::device_lock lock;
+  {
+    kiln::device_hold a{lock};
+    kiln::device_hold b{lock};
+    a.shared();
+    b.shared();
+    CHECK(lock.shared_holders() == 2);
+    a.shared(); // already held: nothing changes
+    CHECK(lock.shared_holders() == 2);
+    b.release();
+    a.exclusive(); // lets go of its share first, so it never waits on itself
+    CHECK(a.is_exclusive());
+    CHECK(lock.exclusive_held());
+    CHECK(lock.shared_holders() == 0);
+  }
+  CHECK_FALSE(lock.exclusive_held());
+  CHECK(lock.shared_holders() == 0);
+}
+
+TEST_CASE("a GPU gets gpu_lanes lanes with one share, the CPU one", "[lanes]") {
+  kiln::eval_settings s;
+  s.work_dir = "/nonexistent/work-cuda:0";
+  s.device = "cuda:0";
+  s.cfg.gpu_lanes = 3;
+  auto gpu = kiln::device_lanes(s);
+  REQUIRE(gpu.size() == 3);
+  CHECK(gpu[0].work_dir == s.work_dir);
+  CHECK(gpu[1].work_dir == s.work_dir + "-lane1");
+  CHECK(gpu[2].work_dir == s.work_dir + "-lane2");
+  REQUIRE(gpu[0].share);
+  CHECK(gpu[1].share == gpu[0].share);
+  CHECK(gpu[2].share == gpu[0].share);
+  s.device = "cpu";
+  auto cpu = kiln::device_lanes(s);
+  CHECK(cpu.size() == 1);
+}
+
+TEST_CASE("two lanes of one device evaluate at once, time the reference once and never time "
+          "beside other work",
+          "[lanes]") {
+  auto root = std::string{KILN_TEST_TMP} + "/lanes/" + std::to_string(::getpid());
+  fs::remove_all(root);
+  kiln::eval_settings base;
+  base.python = kiln::find_python("");
+  base.work_dir = root + "/work";
+  base.device = "cpu";
+  base.cfg.min_samples = 5;
+  base.cfg.max_timing_s = 0.3;
+  base.cfg.timeout_s = 60;
+  base.cache_dir = root + "/cache"; // fresh: no reference timing from an earlier run
+  kiln::prepare_cache_dir(base.cache_dir);
+  base.share = std::make_shared<kiln::device_share>(base.cache_dir);
+  auto second = base;
+  second.work_dir += "-lane1";
+  kiln::evaluation_engine a{base};
+  kiln::evaluation_engine b{second};
+
+  const std::string task_path = KILN_SOURCE_DIR "/tests/tasks/cpu/1_MLP.py";
+  auto job_for = [&](const std::string& id) {
+    kiln::eval_job job;
+    job.task.path = task_path;
+    job.task.name = "1_MLP";
+    job.task.source = slurp(task_path);
+    job.candidate_id = id;
+    job.code = slurp(KILN_SOURCE_DIR "/tests/candidates/mlp_good.py");
+    return job;
+  };
+  kiln::verdict va;
+  kiln::verdict vb;
+  std::thread ta{[&] { va = a.evaluate(job_for("1_MLP#a"), 1); }};
+  std::thread tb{[&] { vb = b.evaluate(job_for("1_MLP#b"), 2); }};
+  ta.join();
+  tb.join();
+  INFO(va.reason << " | " << vb.reason);
+  CHECK(va.status == kiln::verdict_status::correct);
+  CHECK(vb.status == kiln::verdict_status::correct);
+  // One lane timed the reference; the other found it in the share once it had the device.
+  CHECK(a.references_timed() + b.references_timed() == 1);
+  CHECK(va.reference.median_ms == vb.reference.median_ms);
+  // Exclusive: each candidate after its gate, and the reference's timing; a lane that waited
+  // for the reference's turn while the other timed it found the timing and went on shared.
+  auto& lock = base.share->lock;
+  CHECK(lock.exclusive_grants() >= 3);
+  CHECK(lock.exclusive_grants() <= 4);
+  CHECK(lock.shared_grants() >= 3);
+  CHECK_FALSE(lock.exclusive_held());
+  CHECK(lock.shared_holders() == 0);
+  std::error_code ignored;
+  fs::remove_all(root, ignored);
+}
