@@ -170,3 +170,37 @@ TEST_CASE("pike mode follows do_bench's arithmetic and times fixed inputs", "[ti
   CHECK(sum > 150 * 0.2);
   CHECK(sum < 150 * 5);
 }
+
+TEST_CASE("on a GPU sampling lasts min_seconds even when the CI is tight early", "[timing]") {
+  // The stopping rule itself, with a clock the test sets (the GPU loop is not reachable on CI).
+  timing_run t{"window"};
+  kiln::install_harness(t.dir);
+  auto script = t.dir + "/window.py";
+  kiln::write_file(script, R"PY(
+import sys
+sys.path.insert(0, sys.argv[1])
+import kiln_timing as kt
+tight = [1.0] * 20
+def at(seconds):
+    return lambda: int(seconds * 1e9)
+# CI tight, min_samples met, but only 0.1 s of the 0.3 s window: go on.
+assert not kt._enough(tight, 0, 10, 4000, 2e9, 0.01, at(0.1), 0.3e9)
+# The window is over: stop.
+assert kt._enough(tight, 0, 10, 4000, 2e9, 0.01, at(0.31), 0.3e9)
+# max_samples and the time cap still end it inside the window.
+assert kt._enough(tight, 0, 10, 20, 2e9, 0.01, at(0.1), 0.3e9)
+assert kt._enough(tight[:3], 0, 10, 4000, 0.05e9, 0.01, at(0.06), 0.3e9)
+# Without a window (the CPU) a tight CI stops at once.
+assert kt._enough(tight, 0, 10, 4000, 2e9, 0.01, at(0.1))
+print("ok")
+)PY");
+  kiln::process_options o;
+  o.argv = {t.settings.python, "-I", "-B", script, t.dir};
+  o.stdout_path = t.dir + "/window.out";
+  o.stderr_path = t.dir + "/window.err";
+  o.timeout_s = 60;
+  auto r = kiln::run_process(o);
+  INFO(kiln::read_file(o.stderr_path));
+  CHECK(r.exit_code == 0);
+  CHECK(kiln::read_file(o.stdout_path) == "ok\n");
+}
