@@ -54,6 +54,9 @@ int eval(const eval_args& args);
 int eval_stream(const eval_args& args);
 /// One verdict as the JSON object `kiln eval --json` prints.
 std::string verdict_json(const verdict& v);
+/// `{"median_ms", "p10_ms", "p90_ms", "mean_ms", "n", "sm_clock_mhz", "mem_clock_mhz"}`; a clock
+/// that could not be read is null.
+std::string timing_stats_json(const timing_stats& s);
 /// Lists the devices evaluators would see: CUDA devices first, the CPU last.
 int devices(bool json);
 /// Times the references of a task set (eager and torch.compile modes) and writes them as JSON.

@@ -40,10 +40,6 @@ std::string mode_list() {
   return s;
 }
 
-std::string clock_json(int32_t mhz) {
-  return mhz > 0 ? std::to_string(mhz) : std::string{"null"};
-}
-
 std::string timing_json(const reference_timing& t) {
   std::ostringstream o;
   if (!t.available) {
@@ -51,11 +47,7 @@ std::string timing_json(const reference_timing& t) {
   } else if (!t.ok) {
     o << "{\"available\": true, \"error\": " << json_quote(t.reason) << "}";
   } else {
-    const auto& s = t.stats;
-    o << "{\"median_ms\": " << json_number(s.median_ms) << ", \"p10_ms\": " << json_number(s.p10_ms)
-      << ", \"p90_ms\": " << json_number(s.p90_ms) << ", \"mean_ms\": " << json_number(s.mean_ms)
-      << ", \"n\": " << s.n << ", \"sm_clock_mhz\": " << clock_json(s.sm_clock_mhz)
-      << ", \"mem_clock_mhz\": " << clock_json(s.mem_clock_mhz) << "}";
+    o << timing_stats_json(t.stats);
   }
   return o.str();
 }

@@ -44,13 +44,8 @@ std::string verdict_json(const verdict& v) {
      << ", \"max_abs_diffs\": " << list(v.max_abs_diff)
      << ", \"max_rel_diffs\": " << list(v.max_rel_diff);
   if (ok)
-    js << ", \"runtime\": {\"median_ms\": " << json_number(v.candidate.median_ms)
-       << ", \"p10_ms\": " << json_number(v.candidate.p10_ms)
-       << ", \"p90_ms\": " << json_number(v.candidate.p90_ms) << ", \"n\": " << v.candidate.n << "}"
-       << ", \"reference\": {\"median_ms\": " << json_number(v.reference.median_ms)
-       << ", \"p10_ms\": " << json_number(v.reference.p10_ms)
-       << ", \"p90_ms\": " << json_number(v.reference.p90_ms) << ", \"n\": " << v.reference.n
-       << "}";
+    js << ", \"runtime\": " << timing_stats_json(v.candidate)
+       << ", \"reference\": " << timing_stats_json(v.reference);
   js << ", \"device\": \"" << json_escape(v.device) << "\", \"wall_ms\": " << json_number(v.wall_ms)
      << ", \"stdout_tail\": \"" << json_escape(v.stdout_tail) << "\", \"stderr_tail\": \""
      << json_escape(v.stderr_tail) << "\", \"compile_ms\": " << json_number(v.compile_ms)
@@ -59,6 +54,16 @@ std::string verdict_json(const verdict& v) {
     js << (i ? ", " : "") << "\"" << json_escape(v.notes[i]) << "\"";
   js << "]}";
   return js.str();
+}
+
+std::string timing_stats_json(const timing_stats& s) {
+  auto clock = [](int32_t mhz) { return mhz > 0 ? std::to_string(mhz) : std::string{"null"}; };
+  std::ostringstream o;
+  o << "{\"median_ms\": " << json_number(s.median_ms) << ", \"p10_ms\": " << json_number(s.p10_ms)
+    << ", \"p90_ms\": " << json_number(s.p90_ms) << ", \"mean_ms\": " << json_number(s.mean_ms)
+    << ", \"n\": " << s.n << ", \"sm_clock_mhz\": " << clock(s.sm_clock_mhz)
+    << ", \"mem_clock_mhz\": " << clock(s.mem_clock_mhz) << "}";
+  return o.str();
 }
 
 int eval(const eval_args& args) {
