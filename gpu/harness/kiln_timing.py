@@ -12,6 +12,9 @@ DEFAULT_FLUSH_BYTES = 256 * 1024 * 1024
 # flush already makes every call start cold).
 MIN_BUFFER_SETS = 2
 MAX_BUFFER_SETS = 256
+# New input values before every timed call, unless one refresh takes longer than this (then the
+# sets keep their cloned values; timing_info says which).
+REFRESH_MAX_MS = 2.0
 # The extra sets may take at most this share of the free device memory, and at most 2 GiB.
 BUFFER_MEMORY_SHARE = 0.25
 BUFFER_MEMORY_CAP = 2 * 1024 * 1024 * 1024
@@ -36,7 +39,7 @@ def _median_ci_rel(samples):
     return width / 2.0 / median
 
 
-def time_calls(torch, model, inputs, device, timing, pike_mode, info=None):
+def time_calls(torch, model, inputs, device, timing, pike_mode, info=None, refresh=None):
     """Per-call times in ms, and the wall span of the whole loop in ms.
 
     kiln mode: warm-up calls, then one sample per call on rotating copies of `inputs` (which is
@@ -44,7 +47,9 @@ def time_calls(torch, model, inputs, device, timing, pike_mode, info=None):
     until n >= min_samples and the median's CI is within target_ci, or max_samples, or
     max_seconds of sampling. pike mode: Triton's do_bench on the fixed `inputs`, exactly as
     PIKE's eval.py runs it; the parent reports the mean. `info`, when given, receives what
-    the loop chose (buffer sets, flush size, do_bench's estimate and counts)."""
+    the loop chose (buffer sets, flush size, do_bench's estimate and counts). `refresh(k, set)`,
+    when given, writes new values into a set's tensors; kiln mode calls it before every timed
+    call when it is cheap (REFRESH_MAX_MS), so no two calls see the same values."""
     import time
 
     if info is None:
@@ -55,7 +60,7 @@ def time_calls(torch, model, inputs, device, timing, pike_mode, info=None):
         if pike_mode:
             samples = _pike(torch, model, inputs, device, timing, info)
         else:
-            samples = _kiln(torch, model, inputs, device, timing, info)
+            samples = _kiln(torch, model, inputs, device, timing, info, refresh)
     if is_cuda:
         torch.cuda.synchronize(device)
     wall_ms = (time.perf_counter_ns() - t_begin) / 1e6
@@ -64,7 +69,40 @@ def time_calls(torch, model, inputs, device, timing, pike_mode, info=None):
 
 # -- kiln mode -----------------------------------------------------------------------------------
 
-def _kiln(torch, model, inputs, device, timing, info):
+def _refresher(torch, refresh, sets, device, info):
+    """`refresh` bound to the rotating sets, or None where a refresh costs too much. Clones keep
+    their values, so without it a candidate that caches on input values (a checksum, not an
+    address) would answer every timed call after the first round of sets from its cache."""
+    import time
+
+    if refresh is None:
+        info["refresh"] = "off"
+        return None
+    try:
+        t0 = time.perf_counter_ns()
+        refresh(0, sets[0])
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        cost_ms = (time.perf_counter_ns() - t0) / 1e6
+    except Exception as exc:  # a get_inputs that cannot run twice keeps the clones
+        info["refresh"] = "failed: %s" % str(exc)[:200]
+        return None
+    info["refresh_ms"] = round(cost_ms, 3)
+    if cost_ms > REFRESH_MAX_MS:
+        info["refresh"] = "too slow"
+        return None
+    info["refresh"] = "every call"
+    calls = [0]
+
+    def fresh(k):
+        # A running count, warm-up and samples alike, so no value set is ever made twice.
+        calls[0] += 1
+        refresh(calls[0], sets[k % len(sets)])
+
+    return fresh
+
+
+def _kiln(torch, model, inputs, device, timing, info, refresh=None):
     import time
 
     warmup = max(0, int(timing.get("warmup_calls", 3)))
@@ -82,6 +120,7 @@ def _kiln(torch, model, inputs, device, timing, info):
     l2_bytes = _l2_bytes(torch, device) if is_cuda else 0
     sets = _buffer_sets(torch, inputs, device, l2_bytes, int(timing.get("buffer_sets", 0)))
     info["buffer_sets"] = len(sets)
+    fresh = _refresher(torch, refresh, sets, device, info)
     samples = []
     if is_cuda:
         flush_bytes = 2 * l2_bytes
@@ -90,6 +129,8 @@ def _kiln(torch, model, inputs, device, timing, info):
         t_warm = time.perf_counter_ns()
         k = 0
         while k < warmup or (time.perf_counter_ns() - t_warm < min_ns / 10 and k < max_samples):
+            if fresh is not None:
+                fresh(k)
             model(*sets[k % len(sets)])
             torch.cuda.synchronize()
             k += 1
@@ -105,6 +146,8 @@ def _kiln(torch, model, inputs, device, timing, info):
             # flush puts all of that overhead there: launched behind a queued flush, a call
             # would hide as much of it as the flush lasts (do_bench's 256 MB, ~70 us on an H200,
             # hides most of a Triton launch), so the sample would depend on the flush's size.
+            if fresh is not None:
+                fresh(k)
             flush.zero_()
             torch.cuda.synchronize()
             start.record()
@@ -120,11 +163,15 @@ def _kiln(torch, model, inputs, device, timing, info):
         del flush
     else:
         for k in range(warmup):
+            if fresh is not None:
+                fresh(k)
             model(*sets[k % len(sets)])
         t_sampling = time.perf_counter_ns()
         k = 0
         while True:
             args = sets[k % len(sets)]
+            if fresh is not None:
+                fresh(k)
             t0 = time.perf_counter_ns()
             model(*args)
             t1 = time.perf_counter_ns()

@@ -203,3 +203,12 @@ TEST_CASE("corpus: a crash is a runtime error and the next evaluation is unaffec
 TEST_CASE("corpus: honest rewrites and allowed shortcuts are correct", "[integrity]") {
   check_rows([](const entry& e) { return e.verdict == "correct"; });
 }
+
+TEST_CASE("corpus: a cache keyed on input values never answers a timed call", "[integrity]") {
+  // Every timed call gets new values (kiln_timing's refresh), so the cache only ever misses; with
+  // cloned sets alone it would answer every call after the first round of sets.
+  auto v = evaluate("1_MLP", "cache_values.py");
+  INFO(v.reason << "\nstdout: " << v.stdout_tail << "\nstderr: " << v.stderr_tail);
+  CHECK(v.status == verdict_status::correct);
+  CHECK(v.stdout_tail.find("cache hit") == std::string::npos);
+}
