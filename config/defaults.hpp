@@ -33,7 +33,7 @@ inline constexpr int64_t cpu_threads = 0;
 /// Timing: warm-up calls, then samples until the median's CI is within `target_ci` or the cap.
 inline constexpr int64_t warmup_calls = 3;
 inline constexpr int64_t min_samples = 10;
-inline constexpr int64_t max_samples = 4000;
+inline constexpr int64_t max_samples = 400;
 /// On a GPU, sampling lasts at least this long (its clocks and power state drift over tens of
 /// milliseconds, so one short window is one state, and medians of runs drift apart).
 inline constexpr double min_timing_s = 0.3;

@@ -107,7 +107,7 @@ def _kiln(torch, model, inputs, device, timing, info, refresh=None):
 
     warmup = max(0, int(timing.get("warmup_calls", 3)))
     min_samples = max(1, int(timing.get("min_samples", 10)))
-    max_samples = max(min_samples, int(timing.get("max_samples", 4000)))
+    max_samples = max(min_samples, int(timing.get("max_samples", 400)))
     max_ns = float(timing.get("max_seconds", 2.0)) * 1e9
     # A GPU's clocks and power state move over tens of milliseconds: a 30 ms window measures
     # one state, and medians of separate runs drift apart by several percent (measured on an
@@ -128,7 +128,7 @@ def _kiln(torch, model, inputs, device, timing, info, refresh=None):
         flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
         t_warm = time.perf_counter_ns()
         k = 0
-        while k < warmup or (time.perf_counter_ns() - t_warm < min_ns / 10 and k < max_samples):
+        while k < warmup or time.perf_counter_ns() - t_warm < min_ns / 10:
             if fresh is not None:
                 fresh(k)
             model(*sets[k % len(sets)])
@@ -222,9 +222,10 @@ def _buffer_sets(torch, inputs, device, l2_bytes, wanted):
 
 def _enough(samples, t_sampling, min_samples, max_samples, max_ns, target_ci, now_ns, min_ns=0):
     n = len(samples)
-    if n >= max_samples:
-        return True
     elapsed = now_ns() - t_sampling
+    # The window wins over the sample count: a 40 us kernel reaches 400 samples in 60 ms.
+    if n >= max_samples and elapsed >= min_ns:
+        return True
     # A few samples at least, even for a slow model that blows the time cap in one call.
     if elapsed >= max_ns and n >= min(3, min_samples):
         return True
