@@ -128,8 +128,8 @@ std::string timing_settings_text(const evaluator_config& cfg, int threads,
   o << "mode=" << cfg.mode << " compile=" << (compile_mode.empty() ? "eager" : compile_mode)
     << " warmup_calls=" << cfg.warmup_calls << " min_samples=" << cfg.min_samples
     << " max_samples=" << cfg.max_samples << " min_timing_s=" << exact(cfg.min_timing_s)
-    << " max_timing_s=" << exact(cfg.max_timing_s)
-    << " target_ci=" << exact(cfg.target_ci) << " threads=" << threads;
+    << " max_timing_s=" << exact(cfg.max_timing_s) << " target_ci=" << exact(cfg.target_ci)
+    << " threads=" << threads;
   return o.str();
 }
 

@@ -77,10 +77,10 @@ std::string job_json(const runner_job& j, const evaluator_config& cfg) {
   o << "], \"time\": " << (j.time ? "true" : "false")
     << ", \"timing\": {\"warmup_calls\": " << cfg.warmup_calls
     << ", \"min_samples\": " << cfg.min_samples << ", \"max_samples\": " << cfg.max_samples
-    << ", \"min_seconds\": " << cfg.min_timing_s << ", \"max_seconds\": " << cfg.max_timing_s << ", \"target_ci\": " << cfg.target_ci
-    << ", \"buffer_sets\": " << j.buffer_sets << ", \"pike_rep_ms\": " << j.pike_rep_ms
-    << ", \"pike_warmup_ms\": " << j.pike_warmup_ms << "}, \"threads\": " << j.threads
-    << ", \"pike_mode\": " << (j.pike ? "true" : "false")
+    << ", \"min_seconds\": " << cfg.min_timing_s << ", \"max_seconds\": " << cfg.max_timing_s
+    << ", \"target_ci\": " << cfg.target_ci << ", \"buffer_sets\": " << j.buffer_sets
+    << ", \"pike_rep_ms\": " << j.pike_rep_ms << ", \"pike_warmup_ms\": " << j.pike_warmup_ms
+    << "}, \"threads\": " << j.threads << ", \"pike_mode\": " << (j.pike ? "true" : "false")
     << ", \"compile_mode\": " << json_quote(j.compile_mode)
     << ", \"cache_dir\": " << json_quote(j.cache_dir)
     << ", \"arch_list\": " << json_quote(j.arch_list) << ", \"pch_key\": " << json_quote(j.pch_key)

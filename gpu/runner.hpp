@@ -152,7 +152,6 @@ struct scratch_guard {
 
 class runner_pool;
 
-
 /// Everything one evaluation needs to start runners; built by evaluate().
 struct runner_context {
   const eval_settings& settings;
