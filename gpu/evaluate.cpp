@@ -72,13 +72,17 @@ std::string fresh_nonce() {
 /// a note asks a human to look, the verdict stands.
 constexpr double suspicious_speedup = 10.0;
 
+/// Gives `s` a device share of its own when it has none (one engine, one lane).
+void ensure_share(eval_settings& s) {
+  if (!s.share)
+    s.share = std::make_shared<device_share>(s.cache_dir.empty() ? s.cfg.cache_dir : s.cache_dir);
+}
+
 } // namespace
 
 std::vector<eval_settings> device_lanes(eval_settings base) {
   const int64_t lanes = base.device == "cpu" ? 1 : std::max<int64_t>(1, base.cfg.gpu_lanes);
-  if (!base.share)
-    base.share = std::make_shared<device_share>(base.cache_dir.empty() ? base.cfg.cache_dir
-                                                                       : base.cache_dir);
+  ensure_share(base);
   std::vector<eval_settings> out;
   for (int64_t i = 0; i < lanes; ++i) {
     out.push_back(base);
@@ -89,9 +93,7 @@ std::vector<eval_settings> device_lanes(eval_settings base) {
 }
 
 evaluation_engine::evaluation_engine(eval_settings settings) : settings_(std::move(settings)) {
-  if (!settings_.share)
-    settings_.share = std::make_shared<device_share>(
-        settings_.cache_dir.empty() ? settings_.cfg.cache_dir : settings_.cache_dir);
+  ensure_share(settings_);
   settings_.python = absolute_program(settings_.python);
   if (settings_.work_dir.empty())
     throw std::runtime_error("evaluator: empty work_dir");
