@@ -221,7 +221,6 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     clock_sampler ref_clocks{settings_.device};
     auto ref = run_runner(ctx, ref_job, timeout_s);
     ref_clocks.stop();
-    hold.release();
     spdlog::debug("evaluator {}: reference runner {:.0f} ms ({})", settings_.device,
                   ref.proc.wall_ms, ref.phases);
     references_timed_ += time_reference ? 1 : 0;
@@ -257,6 +256,9 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
                        : *cached;
     if (time_reference)
       store_reference(ref_key, reference_stats);
+    // Released only once the timing is in the share: a lane waiting for the device must find it
+    // there, not time the reference a second time.
+    hold.release();
 
     // The reference's outputs leave the disk while the candidate runs, so the candidate cannot
     // read them or overwrite them: they are read into kiln's memory, then their files removed.
