@@ -50,6 +50,9 @@ inline constexpr int64_t compile_workers = 0;
 inline constexpr int64_t gpu_lanes = 2;
 /// One compile stage (import with no GPU visible, extension builds included).
 inline constexpr double compile_timeout_s = 900;
+/// Nice increment of compile runners and the compilers they start (not a config key): builds
+/// are background work beside timings.
+inline constexpr int compile_nice = 10;
 /// Pre-warmed interpreters (torch imported, CUDA untouched) kept ready per device.
 inline constexpr int64_t pool_size = 2;
 /// Address-space limit of CPU runners in GiB (0 = three quarters of physical memory). CUDA

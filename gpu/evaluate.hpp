@@ -26,6 +26,8 @@ struct eval_settings {
   /// candidate compiled ahead only loads; empty: none (torch builds in each runner).
   std::string cache_dir;
   bool keep_scratch = false;
+  /// Added to the nice value of the runners started cold (process_options::nice).
+  int nice = 0;
   /// The device's lock, health and reference timings, shared by the lanes of one device
   /// (engines made with the same pointer); null: the engine makes its own.
   std::shared_ptr<device_share> share;

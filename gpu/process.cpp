@@ -195,6 +195,7 @@ struct child_plan {
   int parent_pidfd = -1; ///< to see whether the parent died before PDEATHSIG was armed
   bool limit_memory = false;
   struct rlimit memory {};
+  int nice = 0;
   int max_fd = 1024;
   const sandbox_plan* sandbox = nullptr;
   bool init = false;  ///< stay as init of the new PID namespace and fork the program
@@ -329,6 +330,11 @@ bool parent_gone(const child_plan& plan) {
     child_fail(plan, child_stage::limits);
   if (plan.limit_memory && ::setrlimit(RLIMIT_AS, &plan.memory) != 0)
     child_fail(plan, child_stage::limits);
+  if (plan.nice > 0) {
+    errno = 0;
+    if (::nice(plan.nice) == -1 && errno != 0)
+      child_fail(plan, child_stage::limits);
+  }
   if (plan.sandbox != nullptr) {
     sandbox_stage stage = sandbox_stage::oom_score;
     if (int err = apply_sandbox(*plan.sandbox, stage); err != 0)
@@ -660,6 +666,7 @@ child_process start_process(const process_options& opts) {
     plan.memory.rlim_cur =
         current.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, current.rlim_max);
   }
+  plan.nice = opts.nice;
   long open_max = ::sysconf(_SC_OPEN_MAX);
   plan.max_fd = static_cast<int>(std::clamp<long>(open_max, 1024, 65536));
   if (opts.sandbox != nullptr)

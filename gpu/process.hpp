@@ -24,6 +24,9 @@ struct process_options {
   double timeout_s = 60;         ///< wall-clock limit; <= 0 means none
   double kill_grace_s = 2;       ///< between SIGTERM to the group and SIGKILL
   long memory_limit_bytes = 0;   ///< RLIMIT_AS when > 0
+  /// Added to the child's nice value (0: the daemon's): background work such as builds yields
+  /// the host's CPUs to what is being timed.
+  int nice = 0;
   /// Becomes the child's stdin when >= 0 (duplicated; the caller keeps and closes its own);
   /// otherwise stdin is /dev/null.
   int stdin_fd = -1;

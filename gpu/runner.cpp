@@ -384,6 +384,7 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
     opts.stdout_path = r.stdout_path;
     opts.stderr_path = r.stderr_path;
     opts.timeout_s = timeout_s;
+    opts.nice = ctx.settings.nice;
     opts.sandbox = &policy;
     spdlog::debug("evaluator {}: {} runner in {}", ctx.settings.device, job.mode, job.dir);
     r.proc = run_process(opts);

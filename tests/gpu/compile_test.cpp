@@ -4,6 +4,8 @@
 // sources (tests/candidates/ext_pybind_*.py) made unique by a salt, and the torch path shares
 // one cache folder across test cases and runs, so that it is built once per machine.
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -193,6 +195,18 @@ TEST_CASE("an import that fails without a GPU is left to the GPU stage", "[compi
   CHECK(c.builds == 0);
   CHECK(c.cached);
   CHECK_FALSE(c.import_error.empty());
+}
+
+TEST_CASE("compile runners run at a lower priority than the daemon", "[compile]") {
+  kiln::compile_engine engine{settings()};
+  auto c = engine.compile(job_of("import os\n"
+                                 "raise RuntimeError('nice value %d' % os.nice(0))\n",
+                                 "1_MLP#nice"));
+  errno = 0;
+  const int base = ::nice(0);
+  REQUIRE(errno == 0);
+  CHECK_THAT(c.import_error,
+             Catch::Matchers::Contains("nice value " + std::to_string(std::min(base + 10, 19))));
 }
 
 TEST_CASE("a load_inline extension compiled ahead is only loaded by the evaluation",

@@ -142,6 +142,16 @@ TEST_CASE("the child gets no core dumps and the memory limit", "[process]") {
   CHECK(slurp(opts.stdout_path) == "0\n524288\n"); // ulimit -v counts KiB
 }
 
+TEST_CASE("the child runs at the nice increment it was given", "[process]") {
+  auto dir = scratch("nice");
+  auto opts = shell("nice", dir); // coreutils' nice without a command prints the nice value
+  REQUIRE(run_process(opts).exit_code == 0);
+  const int base = std::stoi(slurp(opts.stdout_path));
+  opts.nice = 7;
+  REQUIRE(run_process(opts).exit_code == 0);
+  CHECK(std::stoi(slurp(opts.stdout_path)) == std::min(base + 7, 19));
+}
+
 TEST_CASE("a timeout terminates the child within timeout plus grace", "[process]") {
   auto dir = scratch("timeout");
   auto opts = shell("sleep 100", dir);
