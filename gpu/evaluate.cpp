@@ -203,6 +203,13 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     } else {
       hold.shared();
     }
+    // Another lane's health check may have failed while this one waited for the device.
+    if (!healthy()) {
+      v.status = vs::runtime_error;
+      v.reason = "device " + settings_.device + " is unhealthy: " + health_problem();
+      v.wall_ms = ms_since(t0);
+      return v;
+    }
     const bool time_reference = !cached;
 
     runner_job ref_job;
@@ -325,6 +332,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     else
       hold.exclusive();
     bool gate_asked = false;
+    bool gate_go = false;
     auto cand = run_runner(ctx, cand_job, timeout_s, [&](const std::string& dir) {
       if (gate_asked)
         return false;
@@ -340,8 +348,13 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       }
       spdlog::debug("evaluator {}: comparisons at the gate {:.0f} ms", settings_.device,
                     ms_since(t_gate));
+      // Stopped, the runner still ends (its CUDA context too) on the device: shared, so that
+      // no other lane times beside it.
       if (go)
         hold.exclusive();
+      else if (gated)
+        hold.shared();
+      gate_go = go;
       return go;
     });
     hold.release();
@@ -357,6 +370,11 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
                                   "candidate wrote its own");
     if (cand.have_result && !cand.violations.empty())
       return finish(vs::rejected, "candidate " + cand.violations.front());
+    // Samples the parent never said go for were taken beside other lanes' work: the candidate
+    // got past the harness's gate (replaced it, say) to time itself.
+    if (gated && !gate_go && !cand.samples_ms.empty())
+      return finish(vs::rejected, "candidate was timed without the evaluator's go: it got past "
+                                  "the gate after its trials");
     if (auto f = judge_process(cand, timeout_s); !f.reason.empty())
       return finish(f.status, f.reason);
     if (cand.trials.size() != seeds.size())

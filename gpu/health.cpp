@@ -46,30 +46,40 @@ std::string evaluation_engine::check_health() {
     return unhealthy(); // another lane's check failed meanwhile
   if (!h.suspect)
     return {}; // or it passed
-  h.suspect = false;
+  // `suspect` stays set until the check has passed: a lane that asks meanwhile waits for the
+  // device above and then reads the outcome, instead of going on to a device about to fail.
   std::string suspect_reason = h.suspect_reason;
   lock.unlock();
-  runner_context ctx{settings_, harness_path_, {}, {}, {}, runner_threads(settings_.cfg)};
-  attach(ctx);
-  if (!map_device(settings_.device, ctx.visible_devices, ctx.runner_device))
-    return {}; // evaluate() reports the unknown device itself
-  runner_job job;
-  job.mode = "health";
-  job.device = ctx.runner_device;
-  job.threads = ctx.threads;
-  auto r = run_runner(ctx, job, health_timeout_s);
-  auto f = judge_process(r, health_timeout_s);
-  if (f.reason.empty()) {
-    spdlog::info("evaluator {}: healthy after {}", settings_.device, suspect_reason);
-    return {};
+  std::string problem;
+  try {
+    runner_context ctx{settings_, harness_path_, {}, {}, {}, runner_threads(settings_.cfg)};
+    attach(ctx);
+    if (!map_device(settings_.device, ctx.visible_devices, ctx.runner_device))
+      return {}; // evaluate() reports the unknown device itself
+    runner_job job;
+    job.mode = "health";
+    job.device = ctx.runner_device;
+    job.threads = ctx.threads;
+    auto r = run_runner(ctx, job, health_timeout_s);
+    auto f = judge_process(r, health_timeout_s);
+    if (f.reason.empty()) {
+      lock.lock();
+      h.suspect = false;
+      lock.unlock();
+      spdlog::info("evaluator {}: healthy after {}", settings_.device, suspect_reason);
+      return {};
+    }
+    problem = "health check after " + suspect_reason + " failed: " + f.reason;
+    if (auto err = tail_of_file(r.stderr_path, 300); !err.empty()) {
+      std::replace(err.begin(), err.end(), '\n', ' ');
+      problem += " (stderr: " + err + ")";
+    }
+  } catch (const std::exception& e) {
+    // A check that cannot run (no disk for its folder, say) has not shown the device works.
+    problem = "health check after " + suspect_reason + " could not run: " + e.what();
   }
   // Kept for as long as the device's share lives (the daemon's run): a device that failed once
   // is not trusted with timings by any lane, and a human should look at it.
-  auto problem = "health check after " + suspect_reason + " failed: " + f.reason;
-  if (auto err = tail_of_file(r.stderr_path, 300); !err.empty()) {
-    std::replace(err.begin(), err.end(), '\n', ' ');
-    problem += " (stderr: " + err + ")";
-  }
   lock.lock();
   h.healthy = false;
   h.problem = problem;

@@ -1,5 +1,6 @@
 #include "gpu/reference_cache.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -169,7 +170,10 @@ void reference_cache::store(const reference_key& key, const timing_stats& stats)
   if (dir_.empty() || !key.complete())
     return;
   auto path = dir_ + "/" + digest + ".json";
-  auto tmp = path + ".tmp." + std::to_string(::getpid());
+  // Unique per store, not per process: devices have caches of their own over one folder, and
+  // two alike GPUs may store the same task's timing at once.
+  static std::atomic<uint64_t> stores{0};
+  auto tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++stores);
   std::error_code ec;
   fs::create_directories(dir_, ec);
   {

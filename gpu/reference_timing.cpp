@@ -72,12 +72,15 @@ reference_timing evaluation_engine::time_reference(const task_spec& task,
     // max-autotune compiles and benchmarks many kernels before the first call returns.
     const double timeout_s =
         compile_mode.empty() ? cfg.timeout_s : std::max(cfg.timeout_s, cfg.compile_timeout_s);
-    device_hold hold{settings_.share->lock}; // timed: the device to itself
+    // The key asks for the runner's facts, which take the device shared: before the hold.
+    const auto ref_key = reference_key_for(task_source, "");
+    // Timed: the device to itself, until the timing is in the share (a lane waiting for the
+    // device then finds it there).
+    device_hold hold{settings_.share->lock};
     hold.exclusive();
     clock_sampler clocks{settings_.device};
     auto r = run_runner(ctx, job, timeout_s);
     clocks.stop();
-    hold.release();
     if (auto f = judge_process(r, timeout_s); !f.reason.empty()) {
       out.reason = f.reason;
       return out;
@@ -94,7 +97,7 @@ reference_timing evaluation_engine::time_reference(const task_spec& task,
     out.stats = with_clocks(summarize(r.samples_ms), clocks, r.timing_wall_ms);
     out.ok = true;
     if (compile_mode.empty())
-      store_reference(reference_key_for(task_source, ""), out.stats);
+      store_reference(ref_key, out.stats);
   } catch (const std::exception& e) {
     out.reason = std::string{"evaluator: "} + e.what();
   }

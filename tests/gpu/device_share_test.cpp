@@ -2,10 +2,13 @@
 // device that evaluate at once (CPU runners stand in for a GPU's: the procedure is the same).
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -21,9 +24,13 @@ namespace {
 
 /// Spins (yielding, no sleep) until `lock` has `n` waiters: the other thread is then blocked in
 /// the lock, not merely about to call it.
-void until_waiting(const kiln::device_lock& lock, int n) {
-  while (lock.waiting() < n)
+/// `done`, when given, ends the wait too: a thread that never blocks must not hang the test.
+void until_waiting(const kiln::device_lock& lock, int n, const std::atomic<bool>* done = nullptr) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (lock.waiting() < n && (done == nullptr || !*done)) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
     std::this_thread::yield();
+  }
 }
 
 std::string slurp(const std::string& path) {
@@ -130,7 +137,7 @@ TEST_CASE("two lanes of one device evaluate at once, time the reference once and
   base.device = "cpu";
   base.cfg.min_samples = 5;
   base.cfg.max_timing_s = 0.3;
-  base.cfg.timeout_s = 60;
+  base.cfg.timeout_s = 180;         // two engines' imports and facts on two loaded cores
   base.cache_dir = root + "/cache"; // fresh: no reference timing from an earlier run
   kiln::prepare_cache_dir(base.cache_dir);
   base.share = std::make_shared<kiln::device_share>(base.cache_dir);
@@ -169,6 +176,80 @@ TEST_CASE("two lanes of one device evaluate at once, time the reference once and
   CHECK(lock.shared_grants() >= 3);
   CHECK_FALSE(lock.exclusive_held());
   CHECK(lock.shared_holders() == 0);
+  std::error_code ignored;
+  fs::remove_all(root, ignored);
+}
+
+TEST_CASE("a lane that asks while another lane's health check runs waits for its outcome",
+          "[lanes]") {
+  auto root = std::string{KILN_TEST_TMP} + "/lanes-health/" + std::to_string(::getpid());
+  fs::remove_all(root);
+  fs::create_directories(root);
+  // An interpreter that runs every job but the health check, which says it has started through
+  // one FIFO, waits on another, then fails: the check is held open while the other lane asks.
+  // The FIFOs lie in `<work_dir>/cache`, which a sandboxed runner may write.
+  const auto fifos = root + "/work/cache";
+  const auto started = fifos + "/started";
+  const auto go = fifos + "/go";
+  const auto python = root + "/python3";
+  {
+    std::ofstream w{python};
+    w << "#!/bin/sh\n"
+      << "[ \"$4\" = --serve ] || job=\"$4\"\n"
+      << "[ \"$4\" = --serve ] && read -r job\n"
+      << "if grep -q '\"mode\": \"health\"' \"$job\"; then\n"
+      << "  echo started > " << started << "\n"
+      << "  read -r line < " << go << "\n"
+      << "  echo 'kiln test: the device is broken' >&2; exit 3\n"
+      << "fi\n"
+      << "exec " << kiln::find_python("") << " \"$1\" \"$2\" \"$3\" \"$job\"\n";
+  }
+  fs::permissions(python, fs::perms::owner_all);
+  kiln::eval_settings base;
+  base.python = python;
+  base.work_dir = root + "/work";
+  base.device = "cpu";
+  base.cfg.pool_size = 0;
+  base.share = std::make_shared<kiln::device_share>("");
+  auto second = base;
+  second.work_dir += "-lane1";
+  kiln::evaluation_engine a{base};
+  kiln::evaluation_engine b{second};
+  fs::create_directories(fifos);
+  REQUIRE(::mkfifo(started.c_str(), 0600) == 0);
+  REQUIRE(::mkfifo(go.c_str(), 0600) == 0);
+  {
+    std::lock_guard<std::mutex> lock{base.share->health.mutex};
+    base.share->health.suspect = true;
+    base.share->health.suspect_reason = "a candidate runner ended by signal 11";
+  }
+
+  std::string from_a;
+  std::thread ta{[&] { from_a = a.check_health(); }};
+  {
+    std::ifstream in{started}; // opens once the health runner writes: its check is under way
+    std::string line;
+    REQUIRE(std::getline(in, line));
+  }
+  std::string from_b;
+  std::atomic<bool> b_done{false};
+  std::thread tb{[&] {
+    from_b = b.check_health();
+    b_done = true;
+  }};
+  until_waiting(base.share->lock, 1, &b_done);
+  {
+    std::ofstream out{go};
+    out << "go\n";
+  }
+  ta.join();
+  tb.join();
+  CHECK(from_a.rfind("device cpu is unhealthy: health check after a candidate runner ended by "
+                     "signal 11 failed",
+                     0)
+        == 0);
+  CHECK(from_b == from_a); // not "" from a device whose check was still running
+  CHECK_FALSE(b.healthy());
   std::error_code ignored;
   fs::remove_all(root, ignored);
 }
