@@ -9,6 +9,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/compiler.hpp"
+#include "actors/dispatcher.hpp"
 #include "actors/evaluator.hpp"
 #include "gpu/build_cache.hpp"
 #include "gpu/devices.hpp"
@@ -75,6 +77,7 @@ int eval(const eval_args& args) {
   }
   eval_settings s;
   eval_job job;
+  std::string capability;
   try {
     if (!args.config.empty())
       s.cfg = load_config(args.config).evaluator;
@@ -83,7 +86,9 @@ int eval(const eval_args& args) {
     job.code = read_text(args.candidate, "candidate");
     job.candidate_id = job.task.name + "#" + fs::path{args.candidate}.stem().string();
     job.timeout_s = args.timeout_s;
-    s.device = select_devices({args.device}).front().id;
+    auto device = select_devices({args.device}).front();
+    s.device = device.id;
+    capability = device.capability;
     s.python = find_python(s.cfg.python);
     s.cache_dir = resolve_cache_dir(s.cfg.cache_dir);
     prepare_cache_dir(s.cache_dir);
@@ -95,10 +100,30 @@ int eval(const eval_args& args) {
   auto scratch = fs::temp_directory_path() / ("kiln-eval-" + std::to_string(::getpid()));
   s.work_dir = scratch.string();
   verdict v;
-  {
+  // The compile stage first, as in a run: extension builds happen with no GPU visible, and the
+  // evaluation only loads them. Its failure is the verdict.
+  compile_outcome built;
+  if (builds_extensions(job.code)) {
+    try {
+      compile_engine compiler{compile_settings_for(s, capability)};
+      built = compiler.compile(job);
+    } catch (const std::exception& e) {
+      std::cerr << "kiln: " << e.what() << "\n";
+      std::error_code ignored;
+      fs::remove_all(scratch, ignored);
+      return 2;
+    }
+    if (!built.problem.empty())
+      spdlog::warn("compile stage: {}; the evaluation builds it", built.problem);
+  }
+  if (built.failed) {
+    v.device = "compiler";
+  } else {
     evaluation_engine engine{s};
     v = engine.evaluate(job, std::random_device{}());
   }
+  if (builds_extensions(job.code))
+    apply_compile_outcome(built, v);
   std::error_code ignored;
   fs::remove_all(scratch, ignored);
   if (args.json) {

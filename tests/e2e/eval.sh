@@ -22,4 +22,23 @@ grep -q '"speedup": null' "$tmp/wrong.json" || fail "wrong: speedup should be nu
 
 "$kiln" eval --task "$src/tests/tasks/cpu/1_MLP.py" --candidate "$src/tests/candidates/mlp_good.py" >"$tmp/human.txt" || fail "human: exit $?"
 grep -q "1_MLP: correct speedup" "$tmp/human.txt" || fail "human: $(cat "$tmp/human.txt")"
+# A candidate that builds an extension goes through the compile stage first (no GPU visible),
+# as in a run: a good build is timed loading it from the cache, a broken one is the verdict with
+# the compiler's line and never reaches the evaluator.
+cat >"$tmp/kiln.toml" <<TOML
+[evaluator]
+cache_dir = "$tmp/cache"
+min_samples = 5
+max_timing_s = 0.3
+TOML
+"$kiln" eval --task "$src/tests/tasks/cpu/3_Softmax.py" --candidate "$src/tests/candidates/ext_pybind_add.py" --config "$tmp/kiln.toml" --json >"$tmp/ext.json" 2>"$tmp/ext.err" || fail "ext: exit $?"
+grep -q '"status": "correct"' "$tmp/ext.json" || fail "ext: $(cat "$tmp/ext.json")"
+grep -q '"compile_ms": [1-9]' "$tmp/ext.json" || fail "ext: no compile stage: $(cat "$tmp/ext.json")"
+grep -q '"compile_cached": false' "$tmp/ext.json" || fail "ext: first build cached?"
+grep -q 'cache hit' "$tmp/ext.json" || fail "ext: the evaluation built it again"
+ls "$tmp/cache/ext" | grep -q . || fail "ext: nothing in the build cache"
+"$kiln" eval --task "$src/tests/tasks/cpu/1_MLP.py" --candidate "$src/tests/candidates/ext_pybind_error.py" --config "$tmp/kiln.toml" --json >"$tmp/ext_err.json" 2>"$tmp/ext_err.err" || fail "ext_err: exit $?"
+grep -q '"status": "compile_error"' "$tmp/ext_err.json" || fail "ext_err: $(cat "$tmp/ext_err.json")"
+grep -q '"device": "compiler"' "$tmp/ext_err.json" || fail "ext_err: not judged by the compile stage"
+grep -q 'kiln_undeclared_thing' "$tmp/ext_err.json" || fail "ext_err: no compiler line"
 echo "eval ok"
