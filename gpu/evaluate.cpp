@@ -191,17 +191,21 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     const double timeout_s = job.timeout_s > 0 ? job.timeout_s : cfg.timeout_s;
     const auto ref_key = reference_key_for(task_source, "");
     // The device's lock (gpu/device_share.hpp): untimed work shares the device with the other
-    // lanes' untimed work; a timed reference has it to itself. Another lane may have timed this
-    // task's reference while this one waited, so the cache is asked again once exclusive.
+    // lanes' untimed work; a timing has it to itself. A pooled reference runner, like a
+    // candidate's, runs its trials shared and takes the device whole at its gate, for the timing
+    // alone; there the cache is asked again, and a reference that another lane timed meanwhile
+    // is told to stop. Without a gate (a cold runner, PIKE mode) a reference to be timed holds
+    // the device whole from the start, once the cache has been asked again under that hold.
     device_hold hold{settings_.share->lock};
     auto cached = find_reference(ref_key);
-    if (!cached) {
+    const bool ref_gated = !cached && ctx.pool != nullptr && !pike;
+    if (cached || ref_gated) {
+      hold.shared();
+    } else {
       hold.exclusive();
       cached = find_reference(ref_key);
       if (cached)
         hold.shared();
-    } else {
-      hold.shared();
     }
     // Another lane's health check may have failed while this one waited for the device.
     if (!healthy()) {
@@ -210,7 +214,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       v.wall_ms = ms_since(t0);
       return v;
     }
-    const bool time_reference = !cached;
+    bool time_reference = !cached;
 
     runner_job ref_job;
     ref_job.mode = "reference";
@@ -225,8 +229,25 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     ref_job.recheck = true;
     ref_job.recheck_seed = recheck_seed;
     ref_job.nonce = fresh_nonce();
+    ref_job.gate = ref_gated;
+    bool ref_gate_go = false;
     clock_sampler ref_clocks{settings_.device};
-    auto ref = run_runner(ctx, ref_job, timeout_s);
+    auto ref = run_runner(ctx, ref_job, timeout_s, [&](const std::string&) {
+      if (ref_gate_go || !time_reference)
+        return false; // asked twice
+      cached = find_reference(ref_key);
+      if (!cached) {
+        hold.exclusive();
+        cached = find_reference(ref_key);
+      }
+      if (cached) {
+        hold.shared(); // it still ends on the device
+        time_reference = false;
+        return false;
+      }
+      ref_gate_go = true;
+      return true;
+    });
     ref_clocks.stop();
     spdlog::debug("evaluator {}: reference runner {:.0f} ms ({})", settings_.device,
                   ref.proc.wall_ms, ref.phases);
@@ -250,6 +271,8 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
                            + std::to_string(seeds.size());
     if (ref_failure.reason.empty() && time_reference && ref.samples_ms.empty())
       ref_failure.reason = "no timing samples";
+    if (ref_failure.reason.empty() && ref_gated && time_reference && !ref_gate_go)
+      ref_failure.reason = "timed without the evaluator's go at its gate";
     if (ref_failure.reason.empty() && ref.nonce != ref_job.nonce)
       ref_failure.reason = "result.json without this runner's nonce";
     if (ref_failure.reason.empty() && !ref.have_recheck)

@@ -265,9 +265,10 @@ def _main(argv, gate_fd=None):
         recheck_seed = job.get("recheck_seed")
         if recheck_seed is not None and not candidate_mode:
             result["recheck"] = call(make_inputs(recheck_seed), "out_recheck.pt", recheck_seed)
-        if candidate_mode and job.get("gate") and gate_fd is not None:
+        if mode in ("candidate", "reference") and job.get("gate") and gate_fd is not None:
             # The trial outputs are on disk: the parent compares them now, and a candidate
-            # whose outputs are wrong is not timed (that would only cost device time).
+            # whose outputs are wrong is not timed (that would only cost device time). For a
+            # reference the parent takes the device whole, or finds another lane's timing.
             if not _gate(gate_fd):
                 result["gate"] = "stopped"
                 job["time"] = False

@@ -39,6 +39,35 @@ std::string slurp(const std::string& path) {
   return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
 }
 
+/// The settings of a lane on the CPU with a fresh cache (no reference timing from an earlier
+/// run) and a share of its own, under `root`.
+kiln::eval_settings lane_settings(const std::string& root) {
+  fs::remove_all(root);
+  kiln::eval_settings s;
+  s.python = kiln::find_python("");
+  s.work_dir = root + "/work";
+  s.device = "cpu";
+  s.cfg.min_samples = 5;
+  s.cfg.max_timing_s = 0.3;
+  s.cfg.timeout_s = 180; // two engines' imports and facts on two loaded cores
+  s.cache_dir = root + "/cache";
+  kiln::prepare_cache_dir(s.cache_dir);
+  s.share = std::make_shared<kiln::device_share>(s.cache_dir);
+  return s;
+}
+
+/// mlp_good.py against 1_MLP, as candidate `id`.
+kiln::eval_job mlp_job(const std::string& id) {
+  const std::string task_path = KILN_SOURCE_DIR "/tests/tasks/cpu/1_MLP.py";
+  kiln::eval_job job;
+  job.task.path = task_path;
+  job.task.name = "1_MLP";
+  job.task.source = slurp(task_path);
+  job.candidate_id = id;
+  job.code = slurp(KILN_SOURCE_DIR "/tests/candidates/mlp_good.py");
+  return job;
+}
+
 } // namespace
 
 TEST_CASE("untimed work waits while a timing holds the device", "[lanes]") {
@@ -130,36 +159,15 @@ TEST_CASE("two lanes of one device evaluate at once, time the reference once and
           "beside other work",
           "[lanes]") {
   auto root = std::string{KILN_TEST_TMP} + "/lanes/" + std::to_string(::getpid());
-  fs::remove_all(root);
-  kiln::eval_settings base;
-  base.python = kiln::find_python("");
-  base.work_dir = root + "/work";
-  base.device = "cpu";
-  base.cfg.min_samples = 5;
-  base.cfg.max_timing_s = 0.3;
-  base.cfg.timeout_s = 180;         // two engines' imports and facts on two loaded cores
-  base.cache_dir = root + "/cache"; // fresh: no reference timing from an earlier run
-  kiln::prepare_cache_dir(base.cache_dir);
-  base.share = std::make_shared<kiln::device_share>(base.cache_dir);
+  auto base = lane_settings(root);
   auto second = base;
   second.work_dir += "-lane1";
   kiln::evaluation_engine a{base};
   kiln::evaluation_engine b{second};
-
-  const std::string task_path = KILN_SOURCE_DIR "/tests/tasks/cpu/1_MLP.py";
-  auto job_for = [&](const std::string& id) {
-    kiln::eval_job job;
-    job.task.path = task_path;
-    job.task.name = "1_MLP";
-    job.task.source = slurp(task_path);
-    job.candidate_id = id;
-    job.code = slurp(KILN_SOURCE_DIR "/tests/candidates/mlp_good.py");
-    return job;
-  };
   kiln::verdict va;
   kiln::verdict vb;
-  std::thread ta{[&] { va = a.evaluate(job_for("1_MLP#a"), 1); }};
-  std::thread tb{[&] { vb = b.evaluate(job_for("1_MLP#b"), 2); }};
+  std::thread ta{[&] { va = a.evaluate(mlp_job("1_MLP#a"), 1); }};
+  std::thread tb{[&] { vb = b.evaluate(mlp_job("1_MLP#b"), 2); }};
   ta.join();
   tb.join();
   INFO(va.reason << " | " << vb.reason);
@@ -250,6 +258,39 @@ TEST_CASE("a lane that asks while another lane's health check runs waits for its
         == 0);
   CHECK(from_b == from_a); // not "" from a device whose check was still running
   CHECK_FALSE(b.healthy());
+  std::error_code ignored;
+  fs::remove_all(root, ignored);
+}
+
+TEST_CASE("a reference runs its trials beside other lanes' work and waits only to be timed",
+          "[lanes]") {
+  auto root = std::string{KILN_TEST_TMP} + "/lanes-ref-gate/" + std::to_string(::getpid());
+  auto s = lane_settings(root);
+  kiln::evaluation_engine engine{s};
+  auto job = mlp_job("1_MLP#gate");
+
+  auto& lock = s.share->lock;
+  lock.lock_shared(); // another lane's untimed work
+  kiln::verdict v;
+  std::atomic<bool> done{false};
+  std::thread lane{[&] {
+    v = engine.evaluate(job, 7);
+    done = true;
+  }};
+  until_waiting(lock, 1, &done);
+  // The lane now waits for the device whole, to time its reference: the reference's trials ran
+  // beside the shared hold, their outputs are written.
+  bool trials_written = false;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it{s.work_dir, ec}, end; !ec && it != end; it.increment(ec))
+    if (it->path().filename() == "out_0.pt")
+      trials_written = true;
+  lock.unlock_shared();
+  lane.join();
+  CHECK(trials_written);
+  INFO(v.reason);
+  CHECK(v.status == kiln::verdict_status::correct);
+  CHECK(engine.references_timed() == 1);
   std::error_code ignored;
   fs::remove_all(root, ignored);
 }
