@@ -125,15 +125,32 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
         j.threads = ctx.threads;
         j.pike = pike;
         j.nonce = nonce(rng_nonce);
-        device_hold hold{settings_.share->lock}; // every run here is timed
-        hold.exclusive();
+        // Every run here is timed: a pooled runner starts, imports and runs its trial beside the
+        // other lanes' untimed work, and takes the device whole at its gate, for the timing; a
+        // cold one (or PIKE mode) holds it whole throughout.
+        const bool gated = ctx.pool != nullptr && !pike;
+        j.gate = gated;
+        device_hold hold{settings_.share->lock};
+        if (gated)
+          hold.shared();
+        else
+          hold.exclusive();
+        bool go = false;
         clock_sampler clocks{settings_.device};
-        auto rep = run_runner(ctx, j, cfg.timeout_s);
+        auto rep = run_runner(ctx, j, cfg.timeout_s, [&](const std::string&) {
+          if (go)
+            return false; // asked twice
+          hold.exclusive();
+          go = true;
+          return true;
+        });
         clocks.stop();
         hold.release();
         auto problem = timing_problem(rep, cfg.timeout_s);
         if (problem.empty() && rep.nonce != j.nonce)
           problem = "result.json was not written by the harness (wrong nonce)";
+        if (problem.empty() && gated && !go)
+          problem = "timed without the evaluator's go at its gate";
         if (!problem.empty()) {
           if (e == 0) {
             r.error = "reference failed in round " + std::to_string(round + 1) + ": " + problem;

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "gpu/device_share.hpp"
 #include "gpu/evaluate.hpp"
 #include "gpu/python.hpp"
 
@@ -89,6 +90,12 @@ TEST_CASE_METHOD(retime_fixture, "re-timing times reference and candidates in ev
   CHECK(r.candidates[1].n == 0);
   // Re-timing never touches the reference cache: its numbers are fresh by design.
   CHECK(engine.references_timed() == 0);
+  // Each of the 7 runners (the crashing candidate is not run again in round 2) started beside
+  // other work (shared) and had the device to itself only from its gate on, for its timing; the
+  // crashing candidate never got there.
+  const auto& lock = engine.settings().share->lock;
+  CHECK(lock.shared_grants() >= 7);
+  CHECK(lock.exclusive_grants() == 6);
 }
 
 TEST_CASE_METHOD(retime_fixture, "a reference that fails makes the whole re-timing fail") {
