@@ -190,11 +190,25 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     }
     const double timeout_s = job.timeout_s > 0 ? job.timeout_s : cfg.timeout_s;
     const auto ref_key = reference_key_for(task_source, "");
+    auto fill_tails = [&v](const runner_report& r) {
+      v.stdout_tail = tail_of_file(r.stdout_path, tail_bytes);
+      v.stderr_tail = tail_of_file(r.stderr_path, tail_bytes);
+    };
+    auto finish = [&](vs status, std::string reason) {
+      v.status = status;
+      v.reason = std::move(reason);
+      v.wall_ms = ms_since(t0);
+      return v;
+    };
+    auto unhealthy = [&] {
+      return finish(vs::runtime_error,
+                    "device " + settings_.device + " is unhealthy: " + health_problem());
+    };
     // The device's lock (gpu/device_share.hpp): untimed work shares the device with the other
     // lanes' untimed work; a timing has it to itself. A pooled reference runner, like a
     // candidate's, runs its trials shared and takes the device whole at its gate, for the timing
     // alone; there the cache is asked again, and a reference that another lane timed meanwhile
-    // is told to stop. Without a gate (a cold runner, PIKE mode) a reference to be timed holds
+    // is told to stop. Without a gate (no pool, PIKE mode) a reference to be timed holds
     // the device whole from the start, once the cache has been asked again under that hold.
     device_hold hold{settings_.share->lock};
     auto cached = find_reference(ref_key);
@@ -208,12 +222,8 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
         hold.shared();
     }
     // Another lane's health check may have failed while this one waited for the device.
-    if (!healthy()) {
-      v.status = vs::runtime_error;
-      v.reason = "device " + settings_.device + " is unhealthy: " + health_problem();
-      v.wall_ms = ms_since(t0);
-      return v;
-    }
+    if (!healthy())
+      return unhealthy();
     bool time_reference = !cached;
 
     runner_job ref_job;
@@ -231,6 +241,16 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     ref_job.nonce = fresh_nonce();
     ref_job.gate = ref_gated;
     bool ref_gate_go = false;
+    // Another lane's health check may fail while this one waits at a gate for the device: the
+    // gate then says stop, and nothing is timed (or cached) on a device that failed it.
+    bool unhealthy_at_gate = false;
+    auto device_ok = [&] {
+      if (healthy())
+        return true;
+      unhealthy_at_gate = true;
+      hold.shared();
+      return false;
+    };
     clock_sampler ref_clocks{settings_.device};
     auto ref = run_runner(ctx, ref_job, timeout_s, [&](const std::string&) {
       if (ref_gate_go || !time_reference)
@@ -238,6 +258,10 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       cached = find_reference(ref_key);
       if (!cached) {
         hold.exclusive();
+        if (!device_ok()) {
+          time_reference = false;
+          return false;
+        }
         cached = find_reference(ref_key);
       }
       if (cached) {
@@ -253,16 +277,8 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
                   ref.proc.wall_ms, ref.phases);
     references_timed_ += time_reference ? 1 : 0;
 
-    auto fill_tails = [&v](const runner_report& r) {
-      v.stdout_tail = tail_of_file(r.stdout_path, tail_bytes);
-      v.stderr_tail = tail_of_file(r.stderr_path, tail_bytes);
-    };
-    auto finish = [&](vs status, std::string reason) {
-      v.status = status;
-      v.reason = std::move(reason);
-      v.wall_ms = ms_since(t0);
-      return v;
-    };
+    if (unhealthy_at_gate)
+      return unhealthy();
 
     // A reference that fails is the task's problem, not the candidate's.
     auto ref_failure = judge_process(ref, timeout_s);
@@ -346,7 +362,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     };
     // Until the gate the candidate only runs untimed work, shared with the other lanes; the
     // gate lets go of the device while the parent compares, then takes it whole for the
-    // timing and the re-check after it. Without a gate (a cold runner, PIKE mode) the
+    // timing and the re-check after it. Without a gate (no pool, PIKE mode) the
     // candidate has the device to itself from the start. The gate answers once: a second
     // `trials` (only a candidate that found the socket can send one) gets `stop`.
     const bool gated = ctx.pool != nullptr && !pike;
@@ -373,10 +389,12 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
                     ms_since(t_gate));
       // Stopped, the runner still ends (its CUDA context too) on the device: shared, so that
       // no other lane times beside it.
-      if (go)
+      if (go) {
         hold.exclusive();
-      else if (gated)
+        go = device_ok();
+      } else if (gated) {
         hold.shared();
+      }
       gate_go = go;
       return go;
     });
@@ -385,6 +403,8 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     spdlog::debug("evaluator {}: candidate runner {:.0f} ms ({})", settings_.device,
                   cand.proc.wall_ms, cand.phases);
     fill_tails(cand);
+    if (unhealthy_at_gate)
+      return unhealthy();
 
     // Integrity first: a forged result.json or a rule the harness saw broken outranks how the
     // process ended (the harness stops the candidate at the first violation).

@@ -54,8 +54,11 @@ std::string evaluation_engine::check_health() {
   try {
     runner_context ctx{settings_, harness_path_, {}, {}, {}, runner_threads(settings_.cfg)};
     attach(ctx);
-    if (!map_device(settings_.device, ctx.visible_devices, ctx.runner_device))
-      return {}; // evaluate() reports the unknown device itself
+    if (!map_device(settings_.device, ctx.visible_devices, ctx.runner_device)) {
+      std::lock_guard<std::mutex> guard{h.mutex};
+      h.suspect = false; // nothing to check: evaluate() reports the unknown device itself
+      return {};
+    }
     runner_job job;
     job.mode = "health";
     job.device = ctx.runner_device;

@@ -127,7 +127,7 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
         j.nonce = nonce(rng_nonce);
         // Every run here is timed: a pooled runner starts, imports and runs its trial beside the
         // other lanes' untimed work, and takes the device whole at its gate, for the timing; a
-        // cold one (or PIKE mode) holds it whole throughout.
+        // runner without the pool (or PIKE mode) holds it whole throughout.
         const bool gated = ctx.pool != nullptr && !pike;
         j.gate = gated;
         device_hold hold{settings_.share->lock};
@@ -136,16 +136,27 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
         else
           hold.exclusive();
         bool go = false;
+        bool unhealthy = false;
         clock_sampler clocks{settings_.device};
         auto rep = run_runner(ctx, j, cfg.timeout_s, [&](const std::string&) {
-          if (go)
+          if (go || unhealthy)
             return false; // asked twice
           hold.exclusive();
+          // Another lane's health check may have failed while this runner waited for the device.
+          if (!healthy()) {
+            unhealthy = true;
+            hold.shared();
+            return false;
+          }
           go = true;
           return true;
         });
         clocks.stop();
         hold.release();
+        if (unhealthy) {
+          r.error = "device " + settings_.device + " is unhealthy: " + health_problem();
+          return r;
+        }
         auto problem = timing_problem(rep, cfg.timeout_s);
         if (problem.empty() && rep.nonce != j.nonce)
           problem = "result.json was not written by the harness (wrong nonce)";

@@ -70,9 +70,9 @@ struct runner_job {
   /// else the CPU) and report it; "device" or "cpu" is binding. The candidate is told what the
   /// reference chose, so both see the same values.
   std::string inputs_on;
-  /// Candidate or reference mode with a pooled runner: after the trials, ask the parent (through
-  /// `gate` of run_runner) whether to go on timing; a candidate whose outputs are wrong is not
-  /// timed, nor a reference that another lane timed meanwhile.
+  /// Candidate or reference mode (evaluations and re-timings) with a pooled runner: after the
+  /// trials, ask the parent (through `gate` of run_runner) whether to go on timing; a candidate
+  /// whose outputs are wrong is not timed, nor a reference that another lane timed meanwhile.
   bool gate = false;
 };
 

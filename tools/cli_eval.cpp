@@ -108,13 +108,10 @@ int eval(const eval_args& args) {
       compile_engine compiler{compile_settings_for(s, capability)};
       built = compiler.compile(job);
     } catch (const std::exception& e) {
-      std::cerr << "kiln: " << e.what() << "\n";
-      std::error_code ignored;
-      fs::remove_all(scratch, ignored);
-      return 2;
+      built.problem = e.what(); // as in a run: the GPU stage builds it then
     }
     if (!built.problem.empty())
-      spdlog::warn("compile stage: {}; the evaluation builds it", built.problem);
+      std::cerr << "kiln: compile stage: " << built.problem << "; the evaluation builds it\n";
   }
   if (built.failed) {
     v.device = "compiler";

@@ -23,14 +23,26 @@ namespace fs = std::filesystem;
 namespace {
 
 /// Spins (yielding, no sleep) until `lock` has `n` waiters: the other thread is then blocked in
-/// the lock, not merely about to call it.
-/// `done`, when given, ends the wait too: a thread that never blocks must not hang the test.
-void until_waiting(const kiln::device_lock& lock, int n, const std::atomic<bool>* done = nullptr) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+/// the lock, not merely about to call it. `done`, when given, ends the wait too: a thread that
+/// never blocks must not hang the test. False after 300 s (longer than any runner's timeout
+/// here), so that the caller still lets go of its holds and joins its threads.
+bool until_waiting(const kiln::device_lock& lock, int n, const std::atomic<bool>* done = nullptr) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
   while (lock.waiting() < n && (done == nullptr || !*done)) {
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
     std::this_thread::yield();
   }
+  return true;
+}
+
+/// How many files called `name` lie under `dir`.
+int files_named(const std::string& dir, const std::string& name) {
+  int n = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it{dir, ec}, end; !ec && it != end; it.increment(ec))
+    n += it->path().filename() == name ? 1 : 0;
+  return n;
 }
 
 std::string slurp(const std::string& path) {
@@ -56,6 +68,12 @@ kiln::eval_settings lane_settings(const std::string& root) {
   return s;
 }
 
+/// The settings of the device's second lane: the same share, a work folder of its own.
+kiln::eval_settings second_lane(kiln::eval_settings first) {
+  first.work_dir += "-lane1";
+  return first;
+}
+
 /// mlp_good.py against 1_MLP, as candidate `id`.
 kiln::eval_job mlp_job(const std::string& id) {
   const std::string task_path = KILN_SOURCE_DIR "/tests/tasks/cpu/1_MLP.py";
@@ -79,7 +97,7 @@ TEST_CASE("untimed work waits while a timing holds the device", "[lanes]") {
     got = true;
     lock.unlock_shared();
   }};
-  until_waiting(lock, 1);
+  CHECK(until_waiting(lock, 1));
   CHECK_FALSE(got);
   CHECK(lock.shared_holders() == 0);
   lock.unlock();
@@ -102,13 +120,13 @@ TEST_CASE("a waiting timing goes before untimed work that arrives after it", "[l
     CHECK(lock.shared_holders() == 0);
     lock.unlock();
   }};
-  until_waiting(lock, 1);
+  CHECK(until_waiting(lock, 1));
   std::thread reader{[&] {
     lock.lock_shared(); // would fit beside the running work, but a timing is waiting
     reader_at = ++order;
     lock.unlock_shared();
   }};
-  until_waiting(lock, 2);
+  CHECK(until_waiting(lock, 2));
   CHECK(order == 0);
   lock.unlock_shared();
   writer.join();
@@ -160,10 +178,8 @@ TEST_CASE("two lanes of one device evaluate at once, time the reference once and
           "[lanes]") {
   auto root = std::string{KILN_TEST_TMP} + "/lanes/" + std::to_string(::getpid());
   auto base = lane_settings(root);
-  auto second = base;
-  second.work_dir += "-lane1";
   kiln::evaluation_engine a{base};
-  kiln::evaluation_engine b{second};
+  kiln::evaluation_engine b{second_lane(base)};
   kiln::verdict va;
   kiln::verdict vb;
   std::thread ta{[&] { va = a.evaluate(mlp_job("1_MLP#a"), 1); }};
@@ -245,7 +261,7 @@ TEST_CASE("a lane that asks while another lane's health check runs waits for its
     from_b = b.check_health();
     b_done = true;
   }};
-  until_waiting(base.share->lock, 1, &b_done);
+  CHECK(until_waiting(base.share->lock, 1, &b_done));
   {
     std::ofstream out{go};
     out << "go\n";
@@ -277,20 +293,87 @@ TEST_CASE("a reference runs its trials beside other lanes' work and waits only t
     v = engine.evaluate(job, 7);
     done = true;
   }};
-  until_waiting(lock, 1, &done);
+  CHECK(until_waiting(lock, 1, &done));
   // The lane now waits for the device whole, to time its reference: the reference's trials ran
   // beside the shared hold, their outputs are written.
-  bool trials_written = false;
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it{s.work_dir, ec}, end; !ec && it != end; it.increment(ec))
-    if (it->path().filename() == "out_0.pt")
-      trials_written = true;
+  const int trials_written = files_named(s.work_dir, "out_0.pt");
   lock.unlock_shared();
   lane.join();
-  CHECK(trials_written);
+  CHECK(trials_written == 1);
   INFO(v.reason);
   CHECK(v.status == kiln::verdict_status::correct);
   CHECK(engine.references_timed() == 1);
+  std::error_code ignored;
+  fs::remove_all(root, ignored);
+}
+
+TEST_CASE("two lanes whose references reach the gate together time it once, the other is stopped",
+          "[lanes]") {
+  auto root = std::string{KILN_TEST_TMP} + "/lanes-ref-stop/" + std::to_string(::getpid());
+  auto base = lane_settings(root);
+  kiln::evaluation_engine a{base};
+  kiln::evaluation_engine b{second_lane(base)};
+  auto& lock = base.share->lock;
+  lock.lock_shared(); // another lane's untimed work: both references run to their gates
+  kiln::verdict va;
+  kiln::verdict vb;
+  std::atomic<int> finished{0};
+  std::atomic<bool> any_done{false};
+  std::thread ta{[&] {
+    va = a.evaluate(mlp_job("1_MLP#a"), 1);
+    any_done = ++finished > 0;
+  }};
+  std::thread tb{[&] {
+    vb = b.evaluate(mlp_job("1_MLP#b"), 2);
+    any_done = ++finished > 0;
+  }};
+  CHECK(until_waiting(lock, 2, &any_done));
+  const int trials_written = files_named(root, "out_0.pt");
+  lock.unlock_shared();
+  ta.join();
+  tb.join();
+  CHECK(trials_written == 2); // both references ran their trials before either was timed
+  INFO(va.reason << " | " << vb.reason);
+  CHECK(va.status == kiln::verdict_status::correct);
+  CHECK(vb.status == kiln::verdict_status::correct);
+  // The lane that got the device second found the first one's timing at its gate and stopped.
+  CHECK(a.references_timed() + b.references_timed() == 1);
+  CHECK(va.reference.median_ms == vb.reference.median_ms);
+  CHECK(lock.exclusive_grants() == 4); // two reference gates, two candidate gates
+  std::error_code ignored;
+  fs::remove_all(root, ignored);
+}
+
+TEST_CASE("a gate reached after another lane's failed health check times nothing", "[lanes]") {
+  auto root = std::string{KILN_TEST_TMP} + "/lanes-gate-health/" + std::to_string(::getpid());
+  auto s = lane_settings(root);
+  kiln::evaluation_engine engine{s};
+  auto& lock = s.share->lock;
+  lock.lock_shared(); // another lane's work, which ends with a failed health check
+  kiln::verdict v;
+  std::atomic<bool> done{false};
+  std::thread lane{[&] {
+    v = engine.evaluate(mlp_job("1_MLP#late"), 3);
+    done = true;
+  }};
+  CHECK(until_waiting(lock, 1, &done)); // at the reference's gate
+  {
+    std::lock_guard<std::mutex> guard{s.share->health.mutex};
+    s.share->health.healthy = false;
+    s.share->health.problem = "health check after a test failed: kiln test";
+  }
+  lock.unlock_shared();
+  lane.join();
+  CHECK(v.status == kiln::verdict_status::runtime_error);
+  CHECK(v.reason == "device cpu is unhealthy: health check after a test failed: kiln test");
+  CHECK(engine.references_timed() == 0);
+  // Nothing cached from that device.
+  std::error_code ec;
+  const auto stored = fs::exists(s.cache_dir + "/reference")
+                          ? std::distance(fs::directory_iterator{s.cache_dir + "/reference", ec},
+                                          fs::directory_iterator{})
+                          : 0;
+  CHECK(stored == 0);
   std::error_code ignored;
   fs::remove_all(root, ignored);
 }

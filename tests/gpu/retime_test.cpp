@@ -98,6 +98,22 @@ TEST_CASE_METHOD(retime_fixture, "re-timing times reference and candidates in ev
   CHECK(lock.exclusive_grants() == 6);
 }
 
+TEST_CASE_METHOD(retime_fixture, "a candidate that times itself past its gate gets no figure") {
+  kiln::evaluation_engine engine{s};
+  kiln::retime_job job;
+  job.task = task_from(mlp_task);
+  job.candidate_ids = {"1_MLP#bypass", "1_MLP#good"};
+  job.codes = {slurp(KILN_SOURCE_DIR "/tests/candidates/integrity/gate_bypass.py"),
+               candidate("mlp_good.py")};
+  job.rounds = 1;
+  auto r = engine.retime(job, 5);
+  INFO(r.error);
+  REQUIRE(r.error.empty());
+  CHECK(r.speedups[0] == 0);
+  CHECK(r.candidates[0].n == 0);
+  CHECK(r.speedups[1] > 0);
+}
+
 TEST_CASE_METHOD(retime_fixture, "a reference that fails makes the whole re-timing fail") {
   kiln::evaluation_engine engine{s};
   kiln::retime_job job;
