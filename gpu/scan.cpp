@@ -244,6 +244,11 @@ const name_rule name_rules[] = {
     {"mock.patch", "patches functions with"},
 };
 
+/// Modules whose attributes the name rules guard one by one (frames, the module table, the
+/// collector, loaders): reading them by a computed name or through vars() is refused.
+const std::set<std::string> introspected_roots = {"sys",      "gc",        "inspect",
+                                                  "builtins", "importlib", "traceback"};
+
 /// Attribute names that lead from an object to interpreter frames (the harness's locals).
 const std::set<std::string> frame_attributes = {"f_back",   "f_globals", "f_locals", "f_builtins",
                                                 "tb_frame", "gi_frame",  "cr_frame", "ag_frame"};
@@ -523,6 +528,26 @@ private:
         const std::string& fn = c.parts[0];
         if (fn == "eval" || fn == "exec" || fn == "__import__")
           reject("loads code the scan cannot read with " + fn + "()", line);
+        // `getattr(sys, "modules")` is `sys.modules` spelled otherwise; with a name built at
+        // run time, or `vars(sys)`, the scan cannot tell which attribute of a module it guards
+        // is read, so those modules may not be read that way at all.
+        if ((fn == "getattr" || fn == "vars") && c.end + 1 < end
+            && tokens_[c.end + 1].kind == tok::name) {
+          chain target = read_chain(c.end + 1, end);
+          const bool literal =
+              fn == "getattr" && target.end + 2 < end && is_op(tokens_[target.end], ",")
+              && tokens_[target.end + 1].kind == tok::string
+              && (is_op(tokens_[target.end + 2], ")") || is_op(tokens_[target.end + 2], ","));
+          if (!target.resolved.empty() && literal) {
+            auto name = target.resolved + "." + tokens_[target.end + 1].text;
+            use(name, split(name), line);
+          } else if (!target.resolved.empty() && target.end < end
+                     && (is_op(tokens_[target.end], ",") || is_op(tokens_[target.end], ")"))
+                     && introspected_roots.count(root_of(target.resolved))) {
+            reject("reads " + target.resolved + " by a name the scan cannot see with " + fn + "()",
+                   line);
+          }
+        }
         if ((fn == "setattr" || fn == "delattr") && c.end + 1 < end
             && tokens_[c.end + 1].kind == tok::name) {
           chain target = read_chain(c.end + 1, end);

@@ -87,6 +87,15 @@ TEST_CASE("scanning the garbage collector and reading frames are rejected", "[sc
         == "static scan: hooks the interpreter with sys.settrace (line 2)");
   CHECK(first_rejection("import sys\npath = sys.argv[1]\n")
         == "static scan: reads the harness's arguments with sys.argv (line 2)");
+  // The same names through getattr, and guarded modules read by a name the scan cannot see.
+  CHECK(first_rejection("import sys\nm = getattr(sys, 'modules')['__main__']\n")
+        == "static scan: reads the harness's modules with sys.modules (line 2)");
+  CHECK(first_rejection("import gc\nxs = getattr(gc, 'get_objects')()\n")
+        == "static scan: scans the garbage collector with gc.get_objects (line 2)");
+  CHECK(first_rejection("import sys\nm = getattr(sys, 'mod' + 'ules')\n")
+        == "static scan: reads sys by a name the scan cannot see with getattr() (line 2)");
+  CHECK(first_rejection("import sys as s\nns = vars(s)\n")
+        == "static scan: reads sys by a name the scan cannot see with vars() (line 2)");
 }
 
 TEST_CASE("strings that name the harness's files are rejected", "[scan]") {
@@ -144,6 +153,9 @@ class ModelNew(nn.Module):
         super().__init__()
         self.time = 0
         setattr(self, "weight", nn.Parameter(torch.randn(n, n)))
+        self.act = getattr(F, "gelu")
+        self.dtype = getattr(torch, "float" + "32")
+        self.state = vars(self)
         self.eval()
 
     def eval(self):

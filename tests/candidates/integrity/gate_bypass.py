@@ -1,14 +1,14 @@
 # PEERS (c) #16, the harness's own controls turned off: at import the candidate replaces the
 # function through which the harness asks the evaluator for its go after the trials, so it is
-# timed without asking (beside other lanes' untimed work, before its outputs were judged). The
-# module table is reached through getattr with a built name, which the static scan cannot
+# timed without asking (beside other lanes' untimed work, before its outputs were judged). It
+# reaches the module table through os, by names built at run time, which the static scan cannot
 # follow. Expected: rejected (the evaluator holds timing samples it never said go for).
-import sys
+import os
 
 import torch.nn as nn
 
-_main = vars(getattr(sys, "mod" + "ules")["__" + "main__"])
-_main["_ga" + "te"] = lambda fd: True
+_main = vars(getattr(os, "sy" + "s"))["mod" + "ules"]["__" + "main__"]
+vars(_main)["_ga" + "te"] = lambda fd: True
 
 
 class ModelNew(nn.Module):
