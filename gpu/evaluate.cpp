@@ -240,36 +240,26 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     ref_job.recheck_seed = recheck_seed;
     ref_job.nonce = fresh_nonce();
     ref_job.gate = ref_gated;
-    bool ref_gate_go = false;
     // Another lane's health check may fail while this one waits at a gate for the device: the
     // gate then says stop, and nothing is timed (or cached) on a device that failed it.
     bool unhealthy_at_gate = false;
-    auto device_ok = [&] {
-      if (healthy())
-        return true;
-      unhealthy_at_gate = true;
-      hold.shared();
-      return false;
-    };
+    bool ref_gate_asked = false;
     clock_sampler ref_clocks{settings_.device};
     auto ref = run_runner(ctx, ref_job, timeout_s, [&](const std::string&) {
-      if (ref_gate_go || !time_reference)
-        return false; // asked twice
+      if (ref_gate_asked)
+        return false;
+      ref_gate_asked = true;
       cached = find_reference(ref_key);
       if (!cached) {
-        hold.exclusive();
-        if (!device_ok()) {
-          time_reference = false;
-          return false;
-        }
-        cached = find_reference(ref_key);
+        unhealthy_at_gate = !hold_for_timing(hold);
+        if (!unhealthy_at_gate)
+          cached = find_reference(ref_key);
       }
-      if (cached) {
+      if (cached || unhealthy_at_gate) {
         hold.shared(); // it still ends on the device
         time_reference = false;
         return false;
       }
-      ref_gate_go = true;
       return true;
     });
     ref_clocks.stop();
@@ -287,7 +277,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
                            + std::to_string(seeds.size());
     if (ref_failure.reason.empty() && time_reference && ref.samples_ms.empty())
       ref_failure.reason = "no timing samples";
-    if (ref_failure.reason.empty() && ref_gated && time_reference && !ref_gate_go)
+    if (ref_failure.reason.empty() && ref_gated && time_reference && !ref.gate_go)
       ref_failure.reason = "timed without the evaluator's go at its gate";
     if (ref_failure.reason.empty() && ref.nonce != ref_job.nonce)
       ref_failure.reason = "result.json without this runner's nonce";
@@ -371,7 +361,6 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     else
       hold.exclusive();
     bool gate_asked = false;
-    bool gate_go = false;
     auto cand = run_runner(ctx, cand_job, timeout_s, [&](const std::string& dir) {
       if (gate_asked)
         return false;
@@ -390,12 +379,11 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       // Stopped, the runner still ends (its CUDA context too) on the device: shared, so that
       // no other lane times beside it.
       if (go) {
-        hold.exclusive();
-        go = device_ok();
+        go = hold_for_timing(hold);
+        unhealthy_at_gate = !go;
       } else if (gated) {
         hold.shared();
       }
-      gate_go = go;
       return go;
     });
     hold.release();
@@ -415,7 +403,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       return finish(vs::rejected, "candidate " + cand.violations.front());
     // Samples the parent never said go for were taken beside other lanes' work: the candidate
     // got past the harness's gate (replaced it, say) to time itself.
-    if (gated && !gate_go && !cand.samples_ms.empty())
+    if (gated && !cand.gate_go && !cand.samples_ms.empty())
       return finish(vs::rejected, "candidate was timed without the evaluator's go: it got past "
                                   "the gate after its trials");
     if (auto f = judge_process(cand, timeout_s); !f.reason.empty())

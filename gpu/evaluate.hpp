@@ -106,6 +106,9 @@ private:
   /// Reference timings, memory then `<cache_dir>/reference/` (gpu/reference_cache.hpp), under
   /// the share's mutex.
   std::optional<timing_stats> find_reference(const reference_key& key);
+  /// At a gate: takes the device whole for the timing. False when another lane's health check
+  /// failed meanwhile; the hold is then shared again (the runner still ends on the device).
+  bool hold_for_timing(device_hold& hold);
   void store_reference(const reference_key& key, const timing_stats& stats);
   int64_t references_timed_ = 0;
   uint64_t counter_ = 0;

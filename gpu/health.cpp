@@ -23,6 +23,14 @@ bool evaluation_engine::healthy() const {
   return settings_.share->health.healthy;
 }
 
+bool evaluation_engine::hold_for_timing(device_hold& hold) {
+  hold.exclusive();
+  if (healthy())
+    return true;
+  hold.shared();
+  return false;
+}
+
 std::string evaluation_engine::health_problem() const {
   std::lock_guard<std::mutex> lock{settings_.share->health.mutex};
   return settings_.share->health.problem;

@@ -135,21 +135,16 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
           hold.shared();
         else
           hold.exclusive();
-        bool go = false;
+        bool asked = false;
         bool unhealthy = false;
         clock_sampler clocks{settings_.device};
         auto rep = run_runner(ctx, j, cfg.timeout_s, [&](const std::string&) {
-          if (go || unhealthy)
-            return false; // asked twice
-          hold.exclusive();
-          // Another lane's health check may have failed while this runner waited for the device.
-          if (!healthy()) {
-            unhealthy = true;
-            hold.shared();
+          if (asked)
             return false;
-          }
-          go = true;
-          return true;
+          asked = true;
+          // Another lane's health check may have failed while this runner waited for the device.
+          unhealthy = !hold_for_timing(hold);
+          return !unhealthy;
         });
         clocks.stop();
         hold.release();
@@ -160,7 +155,7 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
         auto problem = timing_problem(rep, cfg.timeout_s);
         if (problem.empty() && rep.nonce != j.nonce)
           problem = "result.json was not written by the harness (wrong nonce)";
-        if (problem.empty() && gated && !go)
+        if (problem.empty() && gated && !rep.gate_go)
           problem = "timed without the evaluator's go at its gate";
         if (!problem.empty()) {
           if (e == 0) {

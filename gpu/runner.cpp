@@ -362,7 +362,11 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
                   runner->pid(), runner->warm() ? "warm" : "cold", r.dir);
     std::function<bool()> ask;
     if (shared.gate && gate)
-      ask = [&gate, dir = r.dir] { return gate(dir); };
+      ask = [&gate, &r, dir = r.dir] {
+        const bool go = gate(dir);
+        r.gate_go = r.gate_go || go;
+        return go;
+      };
     r.proc = runner->run(job_path, timeout_s, 2, ask);
   } else {
     r.dir = job.dir;

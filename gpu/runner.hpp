@@ -133,7 +133,10 @@ struct runner_report {
   bool stateful = false;     ///< the model's parameters or buffers changed during the trials
   std::string inputs_on;     ///< where the runner made its inputs: "device" or "cpu"
   bool gate_stopped = false; ///< told at the gate not to time (its outputs were wrong)
-  std::string nonce;         ///< as result.json reports it
+  /// The parent answered `time` at the gate. Timing samples from a gated job without it were
+  /// taken by a runner that got past its gate.
+  bool gate_go = false;
+  std::string nonce; ///< as result.json reports it
   std::string stdout_path;
   std::string stderr_path;
 };

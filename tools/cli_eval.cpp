@@ -103,7 +103,8 @@ int eval(const eval_args& args) {
   // The compile stage first, as in a run: extension builds happen with no GPU visible, and the
   // evaluation only loads them. Its failure is the verdict.
   compile_outcome built;
-  if (builds_extensions(job.code)) {
+  const bool builds = builds_extensions(job.code);
+  if (builds) {
     try {
       compile_engine compiler{compile_settings_for(s, capability)};
       built = compiler.compile(job);
@@ -119,7 +120,7 @@ int eval(const eval_args& args) {
     evaluation_engine engine{s};
     v = engine.evaluate(job, std::random_device{}());
   }
-  if (builds_extensions(job.code))
+  if (builds)
     apply_compile_outcome(built, v);
   std::error_code ignored;
   fs::remove_all(scratch, ignored);
