@@ -69,15 +69,19 @@ def time_calls(torch, model, inputs, device, timing, pike_mode, info=None, refre
 
 # -- kiln mode -----------------------------------------------------------------------------------
 
+def _no_refresh(k):
+    pass
+
+
 def _refresher(torch, refresh, sets, device, info):
-    """`refresh` bound to the rotating sets, or None where a refresh costs too much. Clones keep
+    """`refresh` bound to the rotating sets, or a no-op where a refresh costs too much. Clones keep
     their values, so without it a candidate that caches on input values (a checksum, not an
     address) would answer every timed call after the first round of sets from its cache."""
     import time
 
     if refresh is None:
         info["refresh"] = "off"
-        return None
+        return _no_refresh
     try:
         t0 = time.perf_counter_ns()
         refresh(0, sets[0])
@@ -86,11 +90,11 @@ def _refresher(torch, refresh, sets, device, info):
         cost_ms = (time.perf_counter_ns() - t0) / 1e6
     except Exception as exc:  # a get_inputs that cannot run twice keeps the clones
         info["refresh"] = "failed: %s" % str(exc)[:200]
-        return None
+        return _no_refresh
     info["refresh_ms"] = round(cost_ms, 3)
     if cost_ms > REFRESH_MAX_MS:
         info["refresh"] = "too slow"
-        return None
+        return _no_refresh
     info["refresh"] = "every call"
     calls = [0]
 
@@ -129,8 +133,7 @@ def _kiln(torch, model, inputs, device, timing, info, refresh=None):
         t_warm = time.perf_counter_ns()
         k = 0
         while k < warmup or time.perf_counter_ns() - t_warm < min_ns / 10:
-            if fresh is not None:
-                fresh(k)
+            fresh(k)
             model(*sets[k % len(sets)])
             torch.cuda.synchronize()
             k += 1
@@ -146,8 +149,7 @@ def _kiln(torch, model, inputs, device, timing, info, refresh=None):
             # flush puts all of that overhead there: launched behind a queued flush, a call
             # would hide as much of it as the flush lasts (do_bench's 256 MB, ~70 us on an H200,
             # hides most of a Triton launch), so the sample would depend on the flush's size.
-            if fresh is not None:
-                fresh(k)
+            fresh(k)
             flush.zero_()
             torch.cuda.synchronize()
             start.record()
@@ -163,15 +165,13 @@ def _kiln(torch, model, inputs, device, timing, info, refresh=None):
         del flush
     else:
         for k in range(warmup):
-            if fresh is not None:
-                fresh(k)
+            fresh(k)
             model(*sets[k % len(sets)])
         t_sampling = time.perf_counter_ns()
         k = 0
         while True:
             args = sets[k % len(sets)]
-            if fresh is not None:
-                fresh(k)
+            fresh(k)
             t0 = time.perf_counter_ns()
             model(*args)
             t1 = time.perf_counter_ns()
