@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <thread>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "gpu/device_share.hpp"
 #include "gpu/evaluate.hpp"
 #include "gpu/python.hpp"
+#include "serving_wrapper.hpp"
 
 namespace fs = std::filesystem;
 
@@ -34,6 +36,34 @@ bool until_waiting(const kiln::device_lock& lock, int n, const std::atomic<bool>
     std::this_thread::yield();
   }
   return true;
+}
+
+/// Like until_waiting, for `n` shared holders of `lock`.
+bool until_holders(const kiln::device_lock& lock, int n, const std::atomic<bool>* done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (lock.shared_holders() < n && !*done) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+/// Writes a line to the FIFO `path` once its reader has opened it; false, writing nothing, if
+/// `done` is set or 300 s pass first, so a runner that never reads cannot hang the test.
+bool tell_reader(const std::string& path, const std::atomic<bool>* done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  for (;;) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC); // ENXIO: no reader yet
+    if (fd >= 0) {
+      const bool sent = ::write(fd, "go\n", 3) == 3;
+      ::close(fd);
+      return sent;
+    }
+    if (*done || std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::yield();
+  }
 }
 
 /// How many files called `name` lie under `dir`.
@@ -311,8 +341,31 @@ TEST_CASE("two lanes whose references reach the gate together time it once, the 
           "[lanes]") {
   auto root = std::string{KILN_TEST_TMP} + "/lanes-ref-stop/" + std::to_string(::getpid());
   auto base = lane_settings(root);
+  // Both references must hold the device shared before either reaches its gate: a timing that
+  // waits lets no new untimed work start, so a lane slower to begin would otherwise queue behind
+  // the other's gate. An interpreter that holds each lane's reference runner on a FIFO of its
+  // lane until the test has seen both holds (in `<work_dir>/cache`, where a runner may write).
+  const auto go_a = base.work_dir + "/cache/go";
+  const auto go_b = base.work_dir + "-lane1/cache/go";
+  const auto python = root + "/python3";
+  kiln_test::write_serving_wrapper(python, "if grep -q '\"mode\": \"reference\"' \"$job\"; then\n"
+                                           "  case \"$job\" in */work-lane1/*) fifo="
+                                               + go_b + ";; *) fifo=" + go_a
+                                               + ";; esac\n"
+                                                 "  read -r line < \"$fifo\"\n"
+                                                 "fi\n");
+  base.python = python;
+  base.cfg.pool_size = 0; // the wrapper reads its job line at once: start runners cold
+  auto second = second_lane(base);
+  for (const auto& fifo : {go_a, go_b}) {
+    fs::create_directories(fs::path{fifo}.parent_path());
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  }
   kiln::evaluation_engine a{base};
-  kiln::evaluation_engine b{second_lane(base)};
+  kiln::evaluation_engine b{second};
+  // Facts first: their runners hold the device shared too, and would count as holders below.
+  a.facts();
+  b.facts();
   auto& lock = base.share->lock;
   lock.lock_shared(); // another lane's untimed work: both references run to their gates
   kiln::verdict va;
@@ -327,6 +380,9 @@ TEST_CASE("two lanes whose references reach the gate together time it once, the 
     vb = b.evaluate(mlp_job("1_MLP#b"), 2);
     any_done = ++finished > 0;
   }};
+  CHECK(until_holders(lock, 3, &any_done)); // this test's hold and both references'
+  for (const auto& fifo : {go_a, go_b})
+    CHECK(tell_reader(fifo, &any_done));
   CHECK(until_waiting(lock, 2, &any_done));
   const int trials_written = files_named(root, "out_0.pt");
   lock.unlock_shared();

@@ -25,6 +25,7 @@
 #include "gpu/python.hpp"
 #include "gpu/runner.hpp"
 #include "gpu/runner_pool.hpp"
+#include "serving_wrapper.hpp"
 
 namespace fs = std::filesystem;
 using kiln::verdict_status;
@@ -218,22 +219,11 @@ TEST_CASE("a failed health check marks the device unhealthy and stops evaluation
   // the case can see that an unhealthy device starts no runner.
   auto python = dir + "/python3";
   auto starts = dir + "/starts.log";
-  {
-    std::ofstream w{python};
-    w << "#!/bin/sh\n"
-      << "echo start >> " << starts << "\n"
-      << "[ \"$4\" = --serve ] || exec " << kiln::find_python("") << " \"$@\"\n"
-      << "read -r job\n"
-      << "if grep -q '\"mode\": \"health\"' \"$job\"; then\n"
-      << "  echo 'kiln test: the device is broken' >&2; exit 3\n"
-      << "fi\n"
-      // The harness's own serve mode, minus the job line this script has read: it keeps the
-      // socket for the gate, where an evaluation's timing waits for the parent's go.
-      << "exec " << kiln::find_python("") << " \"$1\" \"$2\" -c "
-      << "'import os, runpy, sys; h = runpy.run_path(sys.argv[1]); "
-         "sys.exit(h[\"_main\"](sys.argv[1:], os.dup(0)))' \"$3\" \"$job\"\n";
-  }
-  fs::permissions(python, fs::perms::owner_all);
+  kiln_test::write_serving_wrapper(python,
+                                   "if grep -q '\"mode\": \"health\"' \"$job\"; then\n"
+                                   "  echo 'kiln test: the device is broken' >&2; exit 3\n"
+                                   "fi\n",
+                                   "echo start >> " + starts + "\n");
   auto s = test_settings(dir + "/work");
   s.python = python;
   s.cfg.pool_size = 0; // the wrapper reads its job line at once: start runners cold
