@@ -71,7 +71,7 @@ TEST_CASE_METHOD(actor_fixture, "wall_s_per_task ends a search that would go on"
   auto plan = instant_plan(fresh_dir("budget-wall-task"), 1000000);
   plan.tasks = {bundled_task("1_MLP")};
   plan.cfg.strategy.phases = 10000;
-  plan.cfg.budget.wall_s_per_task = 0.5;
+  plan.cfg.budget.wall_s_per_task = 1; // long enough for a first evaluation on a busy machine
   auto t0 = std::chrono::steady_clock::now();
   auto s = run(*sys, std::move(plan));
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -435,14 +435,14 @@ TEST_CASE_METHOD(actor_fixture, "evaluations_limit, wall_s and a stop end pike-o
   }
   SECTION("wall clock") {
     cfg.iterations = 1000000000;
-    cfg.wall_s = 0.3;
+    cfg.wall_s = 1; // long enough for a first winner on a busy machine
     auto t0 = std::chrono::steady_clock::now();
     auto r = run_pike_o(*sys, cfg, rec);
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHECK(r.stop_reason == "wall clock");
     CHECK(r.evaluations > 0);
     CHECK(r.retimed);
-    CHECK(took < 5);
+    CHECK(took < 30);
   }
   SECTION("a budget stop from outside") {
     cfg.iterations = 1000000000;

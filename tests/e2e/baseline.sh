@@ -13,8 +13,8 @@ py=/usr/bin/python3
 cat >"$tmp/fast.toml" <<'EOF'
 [evaluator]
 min_samples = 5
-max_samples = 20
-max_timing_s = 0.3
+max_samples = 8
+max_timing_s = 5
 cpu_threads = 1
 EOF
 
@@ -34,7 +34,7 @@ assert [t["task"] for t in doc["tasks"]] == ["1_MLP", "3_Softmax"], doc["tasks"]
 import torch
 for t in doc["tasks"]:
     eager = t["modes"]["eager"]
-    assert 5 <= eager["n"] <= 20, eager
+    assert 5 <= eager["n"] <= 8, eager  # the count ends sampling, not the 5 s cap
     assert 0 < eager["p10_ms"] <= eager["median_ms"] <= eager["p90_ms"], eager
     assert eager["mean_ms"] > 0, eager
     assert eager["sm_clock_mhz"] is None, eager  # no GPU clocks on a CPU

@@ -51,6 +51,19 @@ process_options shell(const std::string& script, const std::string& dir) {
   return opts;
 }
 
+/// The first line `child` writes to `path`, once it is there: a bounded poll (30 s), for the
+/// shell to have reached a point the test must not time before; "" if it never comes.
+std::string first_line(const kiln::child_process& child, const std::string& path) {
+  REQUIRE(child.running());
+  for (int i = 0; i < 30000; ++i) {
+    auto text = slurp(path);
+    if (auto nl = text.find('\n'); nl != std::string::npos)
+      return text.substr(0, nl);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return "";
+}
+
 /// Processes of group `pgid` that have not exited (zombies waiting for init do not count).
 std::vector<int> live_members(int pgid) {
   std::vector<int> out;
@@ -167,10 +180,11 @@ TEST_CASE("a timeout terminates the child within timeout plus grace", "[process]
 
 TEST_CASE("a child that ignores SIGTERM is killed after the grace period", "[process]") {
   auto dir = scratch("ignore-term");
-  auto opts = shell("trap '' TERM; sleep 100", dir);
-  opts.timeout_s = 0.2;
-  opts.kill_grace_s = 0.3;
-  process_result r = run_process(opts);
+  auto opts = shell("trap '' TERM; echo ready; sleep 100", dir);
+  // The clock starts once the trap is set: a busy machine may not run the shell for a while.
+  kiln::child_process child = kiln::start_process(opts);
+  REQUIRE(first_line(child, opts.stdout_path) == "ready");
+  process_result r = child.wait(0.2, 0.3);
   CHECK(r.timed_out);
   CHECK(r.signal == SIGKILL);
   CHECK(r.wall_ms >= 500);
@@ -181,11 +195,11 @@ TEST_CASE("no process of the group survives a timeout", "[process]") {
   auto dir = scratch("grandchild-timeout");
   // $$ is the shell's pid, which is also the group id.
   auto opts = shell("echo $$; sleep 100 & sleep 100", dir);
-  opts.timeout_s = 0.3;
-  process_result r = run_process(opts);
+  kiln::child_process child = kiln::start_process(opts);
+  int pgid = std::atoi(first_line(child, opts.stdout_path).c_str());
+  REQUIRE(pgid == child.pid());
+  process_result r = child.wait(0.3, 1);
   REQUIRE(r.timed_out);
-  int pgid = std::atoi(slurp(opts.stdout_path).c_str());
-  REQUIRE(pgid > 1);
   CHECK(live_members(pgid).empty());
   errno = 0;
   bool gone = kill(-pgid, 0) != 0 && errno == ESRCH;
@@ -340,11 +354,7 @@ TEST_CASE("a child_process that goes out of scope takes its group with it", "[pr
   int pgid = 0;
   {
     kiln::child_process child = kiln::start_process(opts);
-    REQUIRE(child.running());
-    // Bounded poll for the shell to have written its pid.
-    for (int i = 0; i < 3000 && slurp(opts.stdout_path).empty(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    pgid = std::atoi(slurp(opts.stdout_path).c_str());
+    pgid = std::atoi(first_line(child, opts.stdout_path).c_str());
     REQUIRE(pgid == child.pid());
     kiln::child_process moved = std::move(child);
     CHECK_FALSE(child.running());

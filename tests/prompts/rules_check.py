@@ -59,7 +59,8 @@ def to_device(inputs, device):
 
 def check_one(task_path, cand_path, timing, device):
     import torch
-    torch.set_num_threads(2)
+    # Checks run two at a time on two cores: one thread each, so neither spins against the other.
+    torch.set_num_threads(2 if timing else 1)
     task = load(task_path, "kiln_task")
     cand = load(cand_path, "kiln_candidate")
     init = task.get_init_inputs()
@@ -136,7 +137,10 @@ def run_child(task_path, cand_path, timing, device):
     cmd = [sys.executable, os.path.abspath(__file__), "--one", task_path, cand_path,
            "--reps", str(timing), "--device", device]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        # OpenMP's idle threads spin by default, which costs many times over on a shared CPU
+        # (the evaluation runners set the same).
+        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     except subprocess.TimeoutExpired:
         return False, "timed out", ""
     lines = proc.stdout.strip().splitlines()
