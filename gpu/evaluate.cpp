@@ -34,10 +34,13 @@
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
+#include "gpu/build_cache.hpp"
 #include "gpu/compare.hpp"
+#include "gpu/facts_cache.hpp"
 #include "gpu/harness.hpp"
 #include "gpu/nvml.hpp"
 #include "gpu/process.hpp"
+#include "gpu/reference_cache.hpp"
 #include "gpu/runner.hpp"
 #include "gpu/scan.hpp"
 #include "gpu/timing.hpp"
@@ -527,6 +530,30 @@ runner_facts evaluation_engine::facts() {
   runner_facts out;
   out.device = settings_.device;
   out.python = settings_.python;
+  // The CPU's facts may come from disk (gpu/facts_cache.hpp): a one-shot `kiln eval` then
+  // starts no Python beside the pool's.
+  std::string facts_dir;
+  std::string identity;
+  if (settings_.device == "cpu") {
+    try {
+      facts_dir = (fs::path{resolve_cache_dir(settings_.cache_dir.empty() ? settings_.cfg.cache_dir
+                                                                          : settings_.cache_dir)}
+                   / "facts")
+                      .string();
+    } catch (const std::exception&) {
+      // No cache folder: ask the runner, as before.
+    }
+    identity = "python=" + settings_.python
+               + " device=cpu threads=" + std::to_string(runner_threads(settings_.cfg))
+               + " harness=" + stable_digest(harness_identity()) + " " + cpu_host_identity();
+    if (auto cached = load_facts(facts_dir, identity)) {
+      facts_ = *cached;
+      facts_.device = settings_.device;
+      have_facts_ = true;
+      spdlog::debug("evaluator {}: facts from {}", settings_.device, facts_dir);
+      return facts_;
+    }
+  }
   // Never kept, even with keep_scratch: it holds nothing about a candidate, and evaluate() may
   // run it (for the reference cache's key) inside an evaluation someone is inspecting.
   scratch_guard guard;
@@ -558,6 +585,8 @@ runner_facts evaluation_engine::facts() {
       out.python = settings_.python;
     facts_ = out;
     have_facts_ = true;
+    if (!facts_dir.empty())
+      store_facts(facts_dir, identity, out, r.facts_stamp_paths);
     spdlog::info("evaluator {}: {} python {} torch {} cuda {} triton {} threads {}",
                  settings_.device, out.device_name, out.python_version, out.torch_version, out.cuda,
                  out.triton, out.cpu_threads);

@@ -134,6 +134,10 @@ std::string timing_settings_text(const evaluator_config& cfg, int threads,
   return o.str();
 }
 
+std::string stable_digest(std::string_view text) {
+  return hex(fnv1a(text));
+}
+
 std::string harness_identity() {
   std::string out;
   for (const auto& f : harness_files()) {
@@ -170,27 +174,33 @@ void reference_cache::store(const reference_key& key, const timing_stats& stats)
   if (dir_.empty() || !key.complete())
     return;
   auto path = dir_ + "/" + digest + ".json";
-  // Unique per store, not per process: devices have caches of their own over one folder, and
+  if (auto error = write_atomically(path, entry_json(key, stats)); !error.empty())
+    spdlog::warn("reference cache: {}", error);
+}
+
+std::string write_atomically(const std::string& path, const std::string& text) {
+  // Unique per write, not per process: devices have caches of their own over one folder, and
   // two alike GPUs may store the same task's timing at once.
-  static std::atomic<uint64_t> stores{0};
-  auto tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++stores);
+  static std::atomic<uint64_t> writes{0};
+  auto tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++writes);
   std::error_code ec;
-  fs::create_directories(dir_, ec);
+  fs::create_directories(fs::path{path}.parent_path(), ec);
   {
     std::ofstream out{tmp, std::ios::binary | std::ios::trunc};
-    out << entry_json(key, stats);
+    out << text;
     out.close();
     if (!out) {
-      spdlog::warn("reference cache: cannot write {}", tmp);
       fs::remove(tmp, ec);
-      return;
+      return "cannot write " + tmp;
     }
   }
   fs::rename(tmp, path, ec);
   if (ec) {
-    spdlog::warn("reference cache: cannot rename {} to {}: {}", tmp, path, ec.message());
+    std::string error = "cannot rename " + tmp + " to " + path + ": " + ec.message();
     fs::remove(tmp, ec);
+    return error;
   }
+  return {};
 }
 
 } // namespace kiln

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "config/config.hpp"
 #include "messages/eval.hpp"
@@ -39,6 +40,14 @@ std::string timing_settings_text(const evaluator_config& cfg, int threads,
 
 /// The harness files' sources, as they go into reference_key::harness.
 std::string harness_identity();
+
+/// 16 hex digits of a 64-bit FNV-1a of `text`: stable across builds and processes, for names on
+/// disk (not a defence against anyone).
+std::string stable_digest(std::string_view text);
+
+/// Writes `text` to `path` through a temporary and a rename, so that other engines and
+/// processes never read half a file; creates the folder. Empty, or why it failed.
+std::string write_atomically(const std::string& path, const std::string& text);
 
 class reference_cache {
 public:

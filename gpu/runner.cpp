@@ -114,6 +114,19 @@ bool get_bool(simdjson::dom::element e, const char* key) {
   return v;
 }
 
+/// The strings of the array `key` (others skipped); empty when there is none.
+std::vector<std::string> get_strings(simdjson::dom::element e, const char* key) {
+  std::vector<std::string> out;
+  simdjson::dom::array items;
+  if (!e[key].get(items))
+    for (auto item : items) {
+      std::string_view text;
+      if (!item.get(text))
+        out.emplace_back(text);
+    }
+  return out;
+}
+
 void parse_facts(simdjson::dom::element f, runner_facts& out) {
   out.python = get_string(f, "python");
   out.python_version = get_string(f, "python_version");
@@ -166,8 +179,10 @@ void parse_result(const std::string& path, runner_report& r) {
                     + std::to_string(static_cast<long>(ms)) + " ms";
     }
   simdjson::dom::element facts;
-  if (!doc["facts"].get(facts))
+  if (!doc["facts"].get(facts)) {
     parse_facts(facts, r.facts);
+    r.facts_stamp_paths = get_strings(facts, "stamp_paths");
+  }
   simdjson::dom::element info;
   if (!doc["timing_info"].get(info)) {
     r.buffer_sets = static_cast<int32_t>(get_number(info, "buffer_sets"));
@@ -216,13 +231,7 @@ void parse_result(const std::string& path, runner_report& r) {
     r.have_recheck = true;
     r.recheck = read_trial(recheck);
   }
-  simdjson::dom::array violations;
-  if (!doc["violations"].get(violations))
-    for (auto v : violations) {
-      std::string_view text;
-      if (!v.get(text))
-        r.violations.emplace_back(text);
-    }
+  r.violations = get_strings(doc, "violations");
   r.stateful = get_bool(doc, "stateful");
   r.inputs_on = get_string(doc, "inputs_on");
   r.gate_stopped = get_string(doc, "gate") == "stopped";

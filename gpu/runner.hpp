@@ -124,6 +124,9 @@ struct runner_report {
   int64_t pike_n_warmup = 0;
   int64_t pike_n_repeat = 0;
   runner_facts facts;
+  /// What the facts depend on (result.json `facts.stamp_paths`, facts mode only): files and
+  /// folders whose change means asking again (gpu/facts_cache.hpp).
+  std::vector<std::string> facts_stamp_paths;
   std::vector<build_record> builds;
   /// Integrity rules the harness saw broken while the candidate ran (result.json
   /// `violations`): outputs that are not plain tensors, replaced functions, live threads.

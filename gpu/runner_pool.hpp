@@ -104,6 +104,9 @@ public:
   void refill();
 
   size_t size() const { return size_; }
+  /// From now on refill() keeps `n` idle; runners already idle stay. A one-shot command sets 0
+  /// once its runners are warming, so that it starts none for a job that never comes.
+  void resize(size_t n) { size_ = n; }
   size_t idle() const { return idle_.size(); }
   /// Pids of the idle runners, oldest first (for tests and logs).
   std::vector<pid_t> idle_pids() const;

@@ -15,6 +15,7 @@
 #include "gpu/build_cache.hpp"
 #include "gpu/devices.hpp"
 #include "gpu/evaluate.hpp"
+#include "gpu/runner_pool.hpp"
 #include "gpu/json_text.hpp"
 #include "gpu/python.hpp"
 #include "tools/cli.hpp"
@@ -118,6 +119,7 @@ int eval(const eval_args& args) {
     v.device = "compiler";
   } else {
     evaluation_engine engine{s};
+    engine.pool().resize(0); // one evaluation: the runners warming now are all it takes
     v = engine.evaluate(job, std::random_device{}());
   }
   if (builds)

@@ -391,6 +391,16 @@ def _facts(torch, device, full):
             facts["triton"] = True
         except Exception:
             facts["triton"] = False
+        # What the answers above come from, so that kiln notices when any of it changes and
+        # asks again (gpu/facts_cache.cpp): the interpreter, the torch package and every folder
+        # imports search (installing or removing a package changes its folder). Not the
+        # harness's own folder, which is new in every kiln process.
+        torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+        here = os.path.dirname(os.path.abspath(__file__))
+        paths = [os.path.realpath(sys.executable), torch_dir,
+                 os.path.join(torch_dir, "version.py")]
+        paths += [p for p in sys.path if p and os.path.abspath(p) != here]
+        facts["stamp_paths"] = paths
     return facts
 
 
