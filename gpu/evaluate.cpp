@@ -543,8 +543,11 @@ runner_facts evaluation_engine::facts() {
     } catch (const std::exception&) {
       // No cache folder: ask the runner, as before.
     }
-    identity = "python=" + settings_.python
-               + " device=cpu threads=" + std::to_string(runner_threads(settings_.cfg))
+    std::error_code ec;
+    const auto resolved = fs::canonical(settings_.python, ec).string();
+    identity = "python=" + settings_.python + " resolved=" + resolved + " device=cpu threads="
+               + std::to_string(runner_threads(settings_.cfg)) + " sandbox=" + settings_.cfg.sandbox
+               + " memory_limit_gb=" + std::to_string(settings_.cfg.memory_limit_gb)
                + " harness=" + stable_digest(harness_identity()) + " " + cpu_host_identity();
     if (auto cached = load_facts(facts_dir, identity)) {
       facts_ = *cached;
@@ -585,8 +588,12 @@ runner_facts evaluation_engine::facts() {
       out.python = settings_.python;
     facts_ = out;
     have_facts_ = true;
-    if (!facts_dir.empty())
-      store_facts(facts_dir, identity, out, r.facts_stamp_paths);
+    // Only an interpreter kiln starts directly: a wrapper script or a version manager's shim
+    // can pick another Python behind the same path, which no stamp of the real one shows.
+    std::error_code ec;
+    if (!facts_dir.empty() && !r.facts_executable.empty()
+        && fs::canonical(settings_.python, ec).string() == r.facts_executable)
+      store_facts(facts_dir, identity, out, r.facts_stamps);
     spdlog::info("evaluator {}: {} python {} torch {} cuda {} triton {} threads {}",
                  settings_.device, out.device_name, out.python_version, out.torch_version, out.cuda,
                  out.triton, out.cpu_threads);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -161,18 +162,30 @@ std::optional<runner_facts> load_facts(const std::string& dir, const std::string
 }
 
 void store_facts(const std::string& dir, const std::string& identity, const runner_facts& facts,
-                 const std::vector<std::string>& stamp_paths) {
-  if (dir.empty() || stamp_paths.empty() || has_newline(identity))
+                 const std::vector<std::pair<std::string, std::string>>& stamps) {
+  if (dir.empty() || stamps.empty() || has_newline(identity))
     return;
+  const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
   std::ostringstream o;
   o << header << "\nidentity " << identity << '\n';
-  for (const auto& p : stamp_paths) {
-    if (has_newline(p) || p.find('\t') != std::string::npos)
+  for (const auto& [path, seen] : stamps) {
+    if (has_newline(path) || path.find('\t') != std::string::npos)
       return; // a path the format cannot hold: ask the runner every time instead
-    const auto stamp = path_stamp(p);
-    if (stamp.rfind("unreadable", 0) == 0)
+    const auto stamp = path_stamp(path);
+    if (stamp != seen || stamp.rfind("unreadable", 0) == 0) {
+      spdlog::debug("facts cache: {} changed while the runner read the facts", path);
       return;
-    o << "stamp " << p << '\t' << stamp << '\n';
+    }
+    long long mtime_ns = 0;
+    if (stamp != "missing" && std::istringstream{stamp} >> mtime_ns
+        && now_ns - mtime_ns < static_cast<long long>(racy_window_s * 1e9)) {
+      spdlog::debug("facts cache: {} changed {} ms ago; not stored yet", path,
+                    (now_ns - mtime_ns) / 1000000);
+      return;
+    }
+    o << "stamp " << path << '\t' << stamp << '\n';
   }
   for (const auto& f : fields()) {
     const auto value = f.get(facts);

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "messages/eval.hpp"
@@ -29,10 +30,15 @@ std::string path_stamp(const std::string& path);
 /// on one line.
 std::optional<runner_facts> load_facts(const std::string& dir, const std::string& identity);
 
-/// Stores `facts` with the current stamps of `stamp_paths`, atomically (temporary + rename).
-/// Facts whose text could not be read back the same (a newline in a value) are not stored.
-/// Failures are logged, never thrown: the cache only saves time.
+/// How recent a stamped change may be for an entry to be stored (git's "racily clean" rule).
+constexpr double racy_window_s = 2;
+
+/// Stores `facts` with `stamps` (each path with its stat when the runner began), atomically
+/// (temporary + rename), but only where the entry can be trusted: every path still has the stamp
+/// the runner saw (nothing changed while it read the facts), none was modified in the last
+/// `racy_window_s` (a change within the same timestamp tick would not show), and every value fits
+/// on its line. Failures are logged, never thrown: the cache only saves time.
 void store_facts(const std::string& dir, const std::string& identity, const runner_facts& facts,
-                 const std::vector<std::string>& stamp_paths);
+                 const std::vector<std::pair<std::string, std::string>>& stamps);
 
 } // namespace kiln

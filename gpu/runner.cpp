@@ -181,7 +181,15 @@ void parse_result(const std::string& path, runner_report& r) {
   simdjson::dom::element facts;
   if (!doc["facts"].get(facts)) {
     parse_facts(facts, r.facts);
-    r.facts_stamp_paths = get_strings(facts, "stamp_paths");
+    r.facts_executable = get_string(facts, "executable");
+    simdjson::dom::array stamps;
+    if (!facts["stamps"].get(stamps))
+      for (auto pair : stamps) {
+        std::string_view path;
+        std::string_view stamp;
+        if (!pair.at(0).get(path) && !pair.at(1).get(stamp))
+          r.facts_stamps.emplace_back(std::string{path}, std::string{stamp});
+      }
   }
   simdjson::dom::element info;
   if (!doc["timing_info"].get(info)) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gpu/evaluate.hpp"
@@ -124,9 +125,11 @@ struct runner_report {
   int64_t pike_n_warmup = 0;
   int64_t pike_n_repeat = 0;
   runner_facts facts;
-  /// What the facts depend on (result.json `facts.stamp_paths`, facts mode only): files and
-  /// folders whose change means asking again (gpu/facts_cache.hpp).
-  std::vector<std::string> facts_stamp_paths;
+  /// What the facts depend on (result.json `facts.stamps`, facts mode only): files and folders
+  /// with their stats, taken before torch was imported (gpu/facts_cache.hpp).
+  std::vector<std::pair<std::string, std::string>> facts_stamps;
+  /// The interpreter the facts runner ran, symbolic links resolved (`facts.executable`).
+  std::string facts_executable;
   std::vector<build_record> builds;
   /// Integrity rules the harness saw broken while the candidate ran (result.json
   /// `violations`): outputs that are not plain tensors, replaced functions, live threads.

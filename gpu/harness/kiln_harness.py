@@ -76,6 +76,9 @@ def _main(argv, gate_fd=None):
         text = " ".join(text.split())
         return text[:500]
 
+    # Stamped before torch is imported: a change that lands while this runner reads the facts
+    # then shows as a stamp that differs afterwards, and kiln keeps nothing.
+    stamps = _stamps() if mode == "facts" else None
     try:
         import torch
 
@@ -91,6 +94,8 @@ def _main(argv, gate_fd=None):
         mark("device_init")
         result["facts"] = _facts(torch, device, full=(mode == "facts"))
         if mode == "facts":
+            result["facts"]["stamps"] = stamps
+            result["facts"]["executable"] = os.path.realpath(sys.executable)
             result["stage"] = "done"
             result["ok"] = True
             write_result()
@@ -391,17 +396,37 @@ def _facts(torch, device, full):
             facts["triton"] = True
         except Exception:
             facts["triton"] = False
-        # What the answers above come from, so that kiln notices when any of it changes and
-        # asks again (gpu/facts_cache.cpp): the interpreter, the torch package and every folder
-        # imports search (installing or removing a package changes its folder). Not the
-        # harness's own folder, which is new in every kiln process.
-        torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
-        here = os.path.dirname(os.path.abspath(__file__))
-        paths = [os.path.realpath(sys.executable), torch_dir,
-                 os.path.join(torch_dir, "version.py")]
-        paths += [p for p in sys.path if p and os.path.abspath(p) != here]
-        facts["stamp_paths"] = paths
     return facts
+
+
+def _stamps():
+    """What the facts come from, each path with its stat, so that kiln notices when any of it
+    changes and asks again (gpu/facts_cache.cpp): the interpreter, the torch package and every
+    folder imports search (installing or removing a package changes its folder). Not the
+    harness's own folder, which is new in every kiln process. Finds torch without importing it."""
+    import importlib.util
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = [sys.executable, os.path.realpath(sys.executable)]
+    try:
+        spec = importlib.util.find_spec("torch")
+    except Exception:
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        torch_dir = list(spec.submodule_search_locations)[0]
+        paths += [torch_dir, os.path.join(torch_dir, "version.py")]
+    paths += [p for p in sys.path if p and os.path.abspath(p) != here]
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append([p, "%d %d %d" % (st.st_mtime_ns, st.st_size, st.st_ino)])
+        except (FileNotFoundError, NotADirectoryError):
+            out.append([p, "missing"])
+        except OSError as e:
+            out.append([p, "unreadable %s" % e.strerror])
+    return out
 
 
 def _cpu_name():

@@ -325,3 +325,14 @@ with open(os.path.join(os.path.dirname(job), "answer.txt"), "wb") as f:
             2.0)
         == "time\n");
 }
+
+TEST_CASE("a pool resized to none starts no runner once its evaluation is done") {
+  // What a one-shot `kiln eval` does: the runners warming at the start are all it takes.
+  auto dir = fresh_dir("oneshot");
+  kiln::evaluation_engine engine{test_settings(dir + "/work")};
+  REQUIRE(engine.pool().size() > 0);
+  engine.pool().resize(0);
+  auto v = evaluate(engine, "mlp_good.py");
+  CHECK(v.status == verdict_status::correct);
+  CHECK(engine.pool().idle() == 0);
+}
