@@ -100,7 +100,9 @@ compile_engine::compile_engine(compile_settings settings) : settings_(std::move(
   runner_settings_.device = "cpu";
   runner_settings_.cfg.cpu_threads = std::max(1, settings_.threads);
   runner_settings_.keep_scratch = settings_.keep_scratch;
-  runner_settings_.nice = settings_.nice;
+  // Builds run beside timings (another device's, or this one's next candidate): at a lower
+  // priority a busy host gives its CPUs to the timed process first, which launches the kernels.
+  runner_settings_.nice = defaults::compile_nice;
   runner_settings_.cache_dir = settings_.cache_dir;
   harness_path_ = install_harness(runner_settings_.work_dir);
 }

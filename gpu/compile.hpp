@@ -25,10 +25,6 @@ struct compile_settings {
   double timeout_s = defaults::compile_timeout_s; ///< `[evaluator] compile_timeout_s`
   int threads = 1;                                ///< torch threads of a compile runner
   bool keep_scratch = false;
-  /// Added to the runners' nice value: builds run beside timings (another device's, or this
-  /// one's next candidate), and a busy host should give its CPUs to the timed process first,
-  /// which launches the kernels.
-  int nice = defaults::compile_nice;
 };
 
 /// What the compile stage found out about one candidate.

@@ -77,9 +77,6 @@ kiln::compile_settings settings(double timeout_s = 300,
   s.cache_dir = cache;
   s.timeout_s = timeout_s;
   s.threads = 1;
-  // At the product's nice +10 a build beside two busy neighbours gets a tenth of a core, and a
-  // cold torch extension's could then outlast its timeout; the priority has its own case.
-  s.nice = 0;
   return s;
 }
 
@@ -201,9 +198,7 @@ TEST_CASE("an import that fails without a GPU is left to the GPU stage", "[compi
 }
 
 TEST_CASE("compile runners run at a lower priority than the daemon", "[compile]") {
-  auto s = settings();
-  s.nice = kiln::compile_settings{}.nice; // the product's default
-  kiln::compile_engine engine{s};
+  kiln::compile_engine engine{settings()};
   auto c = engine.compile(job_of("import os\n"
                                  "raise RuntimeError('nice value %d' % os.nice(0))\n",
                                  "1_MLP#nice"));
