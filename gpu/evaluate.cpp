@@ -34,7 +34,6 @@
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
-#include "gpu/build_cache.hpp"
 #include "gpu/compare.hpp"
 #include "gpu/facts_cache.hpp"
 #include "gpu/harness.hpp"
@@ -534,19 +533,15 @@ runner_facts evaluation_engine::facts() {
   // starts no Python beside the pool's.
   std::string facts_dir;
   std::string identity;
+  std::error_code ec;
+  const auto resolved_python = fs::canonical(settings_.python, ec).string();
   if (settings_.device == "cpu") {
-    try {
-      facts_dir = (fs::path{resolve_cache_dir(settings_.cache_dir.empty() ? settings_.cfg.cache_dir
-                                                                          : settings_.cache_dir)}
-                   / "facts")
-                      .string();
-    } catch (const std::exception&) {
-      // No cache folder: ask the runner, as before.
-    }
-    std::error_code ec;
-    const auto resolved = fs::canonical(settings_.python, ec).string();
-    identity = "python=" + settings_.python + " resolved=" + resolved + " device=cpu threads="
-               + std::to_string(runner_threads(settings_.cfg)) + " sandbox=" + settings_.cfg.sandbox
+    // Beside the reference timings these facts key (empty where those live in memory only).
+    if (const auto& references = settings_.share->references.dir(); !references.empty())
+      facts_dir = (fs::path{references}.parent_path() / "facts").string();
+    identity = "python=" + settings_.python + " resolved=" + resolved_python
+               + " device=cpu threads=" + std::to_string(runner_threads(settings_.cfg))
+               + " sandbox=" + settings_.cfg.sandbox
                + " memory_limit_gb=" + std::to_string(settings_.cfg.memory_limit_gb)
                + " harness=" + stable_digest(harness_identity()) + " " + cpu_host_identity();
     if (auto cached = load_facts(facts_dir, identity)) {
@@ -590,9 +585,7 @@ runner_facts evaluation_engine::facts() {
     have_facts_ = true;
     // Only an interpreter kiln starts directly: a wrapper script or a version manager's shim
     // can pick another Python behind the same path, which no stamp of the real one shows.
-    std::error_code ec;
-    if (!facts_dir.empty() && !r.facts_executable.empty()
-        && fs::canonical(settings_.python, ec).string() == r.facts_executable)
+    if (!facts_dir.empty() && !r.facts_executable.empty() && resolved_python == r.facts_executable)
       store_facts(facts_dir, identity, out, r.facts_stamps);
     spdlog::info("evaluator {}: {} python {} torch {} cuda {} triton {} threads {}",
                  settings_.device, out.device_name, out.python_version, out.torch_version, out.cuda,

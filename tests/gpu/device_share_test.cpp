@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <thread>
 #include <fcntl.h>
@@ -24,46 +25,42 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Spins (yielding, no sleep) until `lock` has `n` waiters: the other thread is then blocked in
-/// the lock, not merely about to call it. `done`, when given, ends the wait too: a thread that
-/// never blocks must not hang the test. False after 300 s (longer than any runner's timeout
-/// here), so that the caller still lets go of its holds and joins its threads.
-bool until_waiting(const kiln::device_lock& lock, int n, const std::atomic<bool>* done = nullptr) {
+/// Spins (yielding, no sleep) until `reached()`. `done`, when given, ends the wait too: a thread
+/// that never gets there must not hang the test. False after 300 s (longer than any runner's
+/// timeout here), so that the caller still lets go of its holds and joins its threads.
+bool spin_until(const std::function<bool()>& reached, const std::atomic<bool>* done) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-  while (lock.waiting() < n && (done == nullptr || !*done)) {
-    if (std::chrono::steady_clock::now() > deadline)
+  while (!reached()) {
+    if ((done != nullptr && *done) || std::chrono::steady_clock::now() > deadline)
       return false;
     std::this_thread::yield();
   }
   return true;
 }
 
-/// Like until_waiting, for `n` shared holders of `lock`.
+/// Until `lock` has `n` waiters: the other thread is then blocked in the lock, not merely about
+/// to call it. True also when `done` ended the wait (the callers' checks then say why).
+bool until_waiting(const kiln::device_lock& lock, int n, const std::atomic<bool>* done = nullptr) {
+  return spin_until([&] { return lock.waiting() >= n; }, done) || (done != nullptr && *done);
+}
+
+/// Until `lock` has `n` shared holders, or `done`.
 bool until_holders(const kiln::device_lock& lock, int n, const std::atomic<bool>* done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-  while (lock.shared_holders() < n && !*done) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::yield();
-  }
-  return true;
+  return spin_until([&] { return lock.shared_holders() >= n; }, done) || *done;
 }
 
 /// Writes a line to the FIFO `path` once its reader has opened it; false, writing nothing, if
 /// `done` is set or 300 s pass first, so a runner that never reads cannot hang the test.
 bool tell_reader(const std::string& path, const std::atomic<bool>* done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-  for (;;) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC); // ENXIO: no reader yet
-    if (fd >= 0) {
-      const bool sent = ::write(fd, "go\n", 3) == 3;
-      ::close(fd);
-      return sent;
-    }
-    if (*done || std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::yield();
-  }
+  int fd = -1;
+  // ENXIO until a reader has the FIFO open.
+  if (!spin_until(
+          [&] { return (fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC)) >= 0; },
+          done))
+    return false;
+  const bool sent = ::write(fd, "go\n", 3) == 3;
+  ::close(fd);
+  return sent;
 }
 
 /// How many files called `name` lie under `dir`.
