@@ -6,6 +6,12 @@
 // counts as a module: a local variable that happens to be called `time` is not one. That keeps
 // honest code (`torch.nn.functional`, `torch.backends.cudnn.benchmark = True`, docstrings that
 // mention a clock) out of the findings.
+//
+// What a statement assigns is read where Python's grammar puts targets: before `=`, before the
+// colon of an annotation, after `for` and `as`, in the body after a compound header's colon. An
+// annotation, a default value or a keyword argument mentions a name without assigning it
+// (`BLOCK: tl.constexpr = 64`, `def f(x: torch.Tensor = None)`), and rejecting those turned
+// away published solutions.
 
 #include "gpu/scan.hpp"
 
@@ -162,12 +168,41 @@ bool is_name(const token& t, std::string_view name) {
   return t.kind == tok::name && t.text == name;
 }
 
+/// `=` and the augmented assignments. Not `:=`: a walrus binds a plain name only.
 bool is_assign_op(const token& t) {
   if (t.kind != tok::op)
     return false;
   const std::string& x = t.text;
   return x == "="
-         || (x.size() >= 2 && x.back() == '=' && x != "==" && x != "!=" && x != "<=" && x != ">=");
+         || (x.size() >= 2 && x.back() == '=' && x != "==" && x != "!=" && x != "<=" && x != ">="
+             && x != ":=");
+}
+
+bool opens(const token& t) {
+  return t.kind == tok::op && (t.text == "(" || t.text == "[" || t.text == "{");
+}
+
+bool closes(const token& t) {
+  return t.kind == tok::op && (t.text == ")" || t.text == "]" || t.text == "}");
+}
+
+const std::set<std::string> keywords = {
+    "False", "None",     "True",  "and",    "as",   "assert", "async",  "await",    "break",
+    "class", "continue", "def",   "del",    "elif", "else",   "except", "finally",  "for",
+    "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
+    "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield"};
+
+/// Statements whose header ends at a colon, with a body that may follow on the same line.
+const std::set<std::string> compound_keywords = {"if",   "elif", "else",   "while",
+                                                 "for",  "try",  "except", "finally",
+                                                 "with", "def",  "class",  "async"};
+
+/// A token after which `(` or `[` is a call or a subscript, not a parenthesized target list.
+bool ends_operand(const token& t) {
+  if (t.kind == tok::name)
+    return !keywords.count(t.text) || t.text == "None" || t.text == "True" || t.text == "False";
+  return t.kind == tok::number || t.kind == tok::string
+         || (t.kind == tok::op && (t.text == ")" || t.text == "]" || t.text == "}"));
 }
 
 // -- rules ---------------------------------------------------------------------------------------
@@ -473,6 +508,162 @@ private:
     reject("patches " + name, line);
   }
 
+  /// What one line binds, worked out before its names are checked.
+  struct binding {
+    std::set<size_t> targets;  ///< the first tokens of the chains it assigns or deletes
+    std::vector<size_t> names; ///< single names that `=` binds to the value
+    size_t value = 0;          ///< where that value starts; 0: no `=` value
+    std::vector<std::pair<std::string, std::string>> walrus; ///< name, what it now names
+  };
+
+  /// The colon that ends a compound statement's header (`def f(a: int = 1) -> T:`), not one of
+  /// a lambda in it; `end` when there is none.
+  size_t header_colon(size_t begin, size_t end) const {
+    int depth = 0;
+    int lambdas = 0;
+    for (size_t i = begin; i < end; ++i) {
+      const token& t = tokens_[i];
+      if (opens(t))
+        ++depth;
+      else if (closes(t))
+        --depth;
+      else if (depth == 0 && is_name(t, "lambda"))
+        ++lambdas;
+      else if (depth == 0 && is_op(t, ":") && lambdas-- == 0)
+        return i;
+    }
+    return end;
+  }
+
+  bool compound(size_t begin, size_t end) const {
+    const token& first = tokens_[begin];
+    if (first.kind != tok::name)
+      return false;
+    if (compound_keywords.count(first.text))
+      return true;
+    // `match` and `case` are keywords only in front of a subject or a pattern and a colon;
+    // `match = re.match(...)` is a variable.
+    if ((first.text == "match" || first.text == "case") && begin + 1 < end) {
+      const token& next = tokens_[begin + 1];
+      const bool operand =
+          next.kind != tok::op || opens(next) || next.text == "-" || next.text == "*";
+      return operand && header_colon(begin, end) < end;
+    }
+    return false;
+  }
+
+  /// Marks the chains that the target list [from, to) binds: those at its top level or inside
+  /// parentheses and brackets that group targets (`a, (torch.x, b) = ...`), never inside a call
+  /// or a subscript (`d[torch.float16] = ...` binds an item of d, not torch.float16).
+  void targets(size_t from, size_t to, binding& b) const {
+    std::vector<bool> grouping;
+    for (size_t i = from; i < to; ++i) {
+      const token& t = tokens_[i];
+      if (opens(t)) {
+        grouping.push_back(t.text != "{" && !(i > 0 && ends_operand(tokens_[i - 1])));
+        continue;
+      }
+      if (closes(t)) {
+        if (!grouping.empty())
+          grouping.pop_back();
+        continue;
+      }
+      if (t.kind != tok::name || keywords.count(t.text) || (i > 0 && is_op(tokens_[i - 1], ".")))
+        continue;
+      const size_t j = read_chain(i, to).end;
+      const bool open = std::find(grouping.begin(), grouping.end(), false) == grouping.end();
+      if (open
+          && (j == to || is_op(tokens_[j], ",") || closes(tokens_[j]) || is_assign_op(tokens_[j])))
+        b.targets.insert(i);
+      i = j - 1;
+    }
+  }
+
+  /// A line's targets. An annotation is not a target: `x: torch.Tensor = None`,
+  /// `def f(a: torch.Tensor = None)` and `BLOCK: tl.constexpr = 64` bind x, a and BLOCK. Only a
+  /// simple statement (`simple`) assigns; a compound statement's header binds through
+  /// `for ... in` and `as` only, and both can appear in any line (comprehensions).
+  binding bindings(size_t begin, size_t end, bool simple) const {
+    binding b;
+    if (simple && is_name(tokens_[begin], "del")) {
+      targets(begin + 1, end, b);
+    } else if (simple) {
+      // Outside brackets, a simple statement's targets end at its last `=` (or augmented
+      // assignment), or at the colon of an annotation when that comes first. A lambda ends the
+      // search: its defaults and its colon belong to the value.
+      std::vector<size_t> assigns;
+      size_t colon = end;
+      int depth = 0;
+      for (size_t i = begin; i < end; ++i) {
+        const token& t = tokens_[i];
+        if (opens(t))
+          ++depth;
+        else if (closes(t))
+          --depth;
+        else if (depth != 0)
+          continue;
+        else if (is_name(t, "lambda"))
+          break;
+        else if (is_op(t, ":") && assigns.empty() && colon == end)
+          colon = i;
+        else if (is_assign_op(t))
+          assigns.push_back(i);
+      }
+      const bool plain = !assigns.empty()
+                         && std::all_of(assigns.begin(), assigns.end(),
+                                        [&](size_t i) { return tokens_[i].text == "="; });
+      if (colon < end) {
+        targets(begin, colon, b);
+        if (plain) {
+          b.value = assigns.front() + 1;
+          if (colon == begin + 1 && tokens_[begin].kind == tok::name)
+            b.names.push_back(begin);
+        }
+      } else if (!assigns.empty()) {
+        targets(begin, assigns.back(), b);
+        if (plain) {
+          b.value = assigns.back() + 1;
+          size_t group = begin;
+          for (size_t at : assigns) {
+            if (at == group + 1 && tokens_[group].kind == tok::name)
+              b.names.push_back(group);
+            group = at + 1;
+          }
+        }
+      }
+    }
+    for (size_t i = begin; i < end; ++i) {
+      const token& t = tokens_[i];
+      if (is_name(t, "for")) {
+        int depth = 0;
+        for (size_t j = i + 1; j < end; ++j) {
+          if (opens(tokens_[j])) {
+            ++depth;
+          } else if (closes(tokens_[j])) {
+            if (--depth < 0)
+              break;
+          } else if (depth == 0 && is_name(tokens_[j], "in")) {
+            targets(i + 1, j, b);
+            break;
+          }
+        }
+      } else if (is_name(t, "as") && i + 1 < end && tokens_[i + 1].kind == tok::name) {
+        const size_t j = read_chain(i + 1, end).end;
+        if (j == end || !(is_op(tokens_[j], "(") || is_op(tokens_[j], "[")))
+          b.targets.insert(i + 1);
+      } else if (is_op(t, ":=") && i > begin && tokens_[i - 1].kind == tok::name) {
+        std::string now;
+        if (i + 1 < end && tokens_[i + 1].kind == tok::name) {
+          chain value = read_chain(i + 1, end);
+          if (value.end == end || is_op(tokens_[value.end], ",") || closes(tokens_[value.end]))
+            now = value.resolved;
+        }
+        b.walrus.emplace_back(tokens_[i - 1].text, now);
+      }
+    }
+    return b;
+  }
+
   void statement(size_t begin, size_t end) {
     if (begin >= end)
       return;
@@ -481,33 +672,27 @@ private:
       return import_statement(begin, end);
     if (is_name(first, "from"))
       return from_statement(begin, end);
-
-    // Where the targets of an assignment end: the last `=` at depth 0.
-    size_t last_assign = end;
-    int depth = 0;
-    for (size_t i = begin; i < end; ++i) {
-      const token& t = tokens_[i];
-      if (t.kind == tok::op && (t.text == "(" || t.text == "[" || t.text == "{"))
-        ++depth;
-      else if (t.kind == tok::op && (t.text == ")" || t.text == "]" || t.text == "}"))
-        --depth;
-      else if (depth == 0 && is_assign_op(t))
-        last_assign = i;
+    if (compound(begin, end)) {
+      // `for dt in torch.float16, torch.bfloat16: y = 1` is a header and a statement: the
+      // body after the colon is scanned as a statement of its own (an assignment, an import).
+      const size_t colon = header_colon(begin, end);
+      line(begin, colon, false);
+      statement(colon + 1, end);
+      return;
     }
+    line(begin, end, true);
+  }
+
+  void line(size_t begin, size_t end, bool simple) {
+    const binding bound = bindings(begin, end, simple);
     const bool docstring = std::all_of(tokens_.begin() + static_cast<long>(begin),
                                        tokens_.begin() + static_cast<long>(end),
                                        [](const token& t) { return t.kind == tok::string; });
 
-    depth = 0;
     for (size_t i = begin; i < end; ++i) {
       const token& t = tokens_[i];
-      if (t.kind == tok::op) {
-        if (t.text == "(" || t.text == "[" || t.text == "{")
-          ++depth;
-        else if (t.text == ")" || t.text == "]" || t.text == "}")
-          --depth;
+      if (t.kind == tok::op)
         continue;
-      }
       if (t.kind == tok::string) {
         if (!docstring)
           check_string(t);
@@ -559,30 +744,39 @@ private:
         }
       }
 
-      // An assignment target (`torch.allclose = f`, `torch.a, x = ...`, `time.x += 1`) or
-      // a `del`.
-      if (c.parts.size() >= 2) {
-        const bool next_assign = c.end < end && is_assign_op(tokens_[c.end]);
-        const bool next_comma = c.end < end && is_op(tokens_[c.end], ",");
-        const bool target = next_assign
-                            || (depth == 0 && next_comma && last_assign < end && i < last_assign)
-                            || is_name(first, "del");
-        if (target)
-          patch(c, "", line);
-      }
-      // `E = torch.cuda.Event`: E now names what it was bound to.
-      if (c.parts.size() == 1 && i == begin && c.end + 1 < end && is_op(tokens_[c.end], "=")
-          && tokens_[c.end + 1].kind == tok::name) {
-        chain value = read_chain(c.end + 1, end);
-        if (value.end == end && !value.resolved.empty())
-          aliases_[c.parts[0]] = value.resolved;
-        else
-          aliases_.erase(c.parts[0]); // rebound to something else: a plain variable now
-      } else if (c.parts.size() == 1 && i == begin && c.end < end && is_op(tokens_[c.end], "=")) {
-        aliases_.erase(c.parts[0]);
-      }
+      // An assignment target (`torch.allclose = f`, `torch.a, x = ...`, `time.x += 1`,
+      // `torch.allclose: object = f`, `for torch.x in ...`) or a `del`.
+      if (c.parts.size() >= 2 && bound.targets.count(i))
+        patch(c, "", line);
       i = c.end - 1;
     }
+
+    // `E = torch.cuda.Event` (also `E: type = ...`, `(E := torch.cuda.Event)`): E now names what
+    // it was bound to; bound to anything else, it is a plain variable.
+    if (bound.value > begin && bound.value < end) {
+      std::string now;
+      if (tokens_[bound.value].kind == tok::name) {
+        chain value = read_chain(bound.value, end);
+        if (value.end == end)
+          now = value.resolved;
+      }
+      for (size_t at : bound.names)
+        rebind(tokens_[at].text, now);
+    }
+    for (const auto& [name, now] : bound.walrus)
+      rebind(name, now);
+  }
+
+  void rebind(const std::string& name, const std::string& now) {
+    if (!now.empty()) {
+      aliases_[name] = now;
+      return;
+    }
+    // The scan reads the lines in order and knows no branches: `if False: time = None` rebinds
+    // nothing at run time. A name for a guarded module keeps meaning it.
+    auto it = aliases_.find(name);
+    if (it != aliases_.end() && !protected_roots.count(root_of(it->second)))
+      aliases_.erase(it);
   }
 
   void check_string(const token& t) {

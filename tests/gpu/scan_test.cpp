@@ -170,6 +170,143 @@ class ModelNew(nn.Module):
 )PY"));
 }
 
+TEST_CASE("an annotation is not an assignment to the annotation", "[scan]") {
+  // Triton constants named inside a kernel and at module level (a published solution kiln
+  // rejected: `INV_HW: tl.constexpr = 1.0 / (H * W)`).
+  CHECK(clean(R"PY(
+import triton
+import triton.language as tl
+LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)
+
+@triton.jit
+def k(x_ptr, n, H: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr = 1024):
+    INV_HW: tl.constexpr = 1.0 / (H * W)
+    acc: tl.tensor = tl.zeros([BLOCK], dtype=tl.float32)
+)PY"));
+  // Parameters annotated with defaults, return annotations, typing's wrappers (also on one line).
+  CHECK(clean(R"PY(
+import torch
+from typing import Dict, Optional, Tuple
+def f(x: torch.Tensor, add: torch.Tensor = None, out: Optional[torch.Tensor] = None,
+      dt: torch.dtype = torch.float32) -> torch.Tensor:
+    return x
+def g(x: torch.Tensor = None) -> Tuple[torch.Tensor, torch.Tensor]: return x, x
+async def h(x: torch.Tensor = None) -> torch.Tensor: return x
+)PY"));
+  // Annotated assignments at module, class and instance level; dataclass fields.
+  CHECK(clean(R"PY(
+import torch
+from dataclasses import dataclass
+from typing import Dict, Tuple
+x: torch.Tensor = None
+weight: torch.Tensor
+_cache: Dict[Tuple[int, torch.dtype], object] = {}
+torch.backends.cudnn.benchmark: bool = True
+class C: dtype: torch.dtype = torch.float32
+@dataclass
+class Cfg:
+    dtype: torch.dtype = torch.float32
+    block: int = 128
+class M(torch.nn.Module):
+    scale: float
+    def __init__(self):
+        super().__init__()
+        self.w: torch.Tensor = torch.zeros(3, dtype=torch.float16)
+)PY"));
+}
+
+TEST_CASE("defaults, keywords, literals and one-line bodies are not assignments", "[scan]") {
+  CHECK(clean(R"PY(
+import os, re
+import torch
+import torch.nn.functional as F
+from typing import Callable
+act = lambda a=torch.float16, b=torch.float32: a
+to = lambda x, dt=torch.bfloat16: x.to(dt)
+fn: Callable[[torch.Tensor], torch.Tensor] = lambda t, dt=torch.float32: F.relu(t)
+y = torch.zeros(4, 4, dtype=torch.float32, device=torch.device("cpu"))
+kw = dict(dtype=torch.float16, memory_format=torch.channels_last)
+names = {torch.float16: "half", torch.bfloat16: "bf16"}
+ok = {torch.float16, torch.bfloat16}
+names[torch.float16] = "h"
+names[(torch.float16, 2)] = "h2"
+y[:, torch.arange(2)] = 0
+a, b = torch.float16, torch.float32
+if (n := torch.numel(y)) > 0: m = n
+for dt in torch.float16, torch.bfloat16: last = dt
+with torch.no_grad(), torch.autocast("cpu"): z = y * 2
+del os.environ["X"]
+del names[torch.float16]
+match y.dtype:
+    case torch.float16: kind = 1
+    case _: kind = 0
+match = re.match("a", "a")
+)PY"));
+}
+
+TEST_CASE("an assignment to a guarded name is rejected however it is spelled", "[scan]") {
+  // Annotated targets: the target is what comes before the colon.
+  CHECK(first_rejection("import torch\ntorch.allclose: object = f\n")
+        == "static scan: patches torch.allclose (line 2)");
+  CHECK(first_rejection("import time\ntime.perf_counter: int = 1\n")
+        == "static scan: patches time.perf_counter (line 2)");
+  CHECK(first_rejection("import torch\ntorch.cuda.Event.elapsed_time: Callable = lambda s, e: 1\n")
+        == "static scan: patches torch.cuda.Event.elapsed_time (line 2)");
+  CHECK(first_rejection("import torch\nx: int = 1; torch.equal: object = f\n")
+        == "static scan: patches torch.equal (line 2)");
+  // No honest code annotates another module's attribute, with or without a value.
+  CHECK(first_rejection("import torch\ntorch.allclose: object\n")
+        == "static scan: patches torch.allclose (line 2)");
+  // Bodies on the header's line.
+  CHECK(first_rejection("import torch\nif True: torch.allclose = f\n")
+        == "static scan: patches torch.allclose (line 2)");
+  CHECK(first_rejection("import torch\nif x:\n    pass\nelse: torch.allclose = f\n")
+        == "static scan: patches torch.allclose (line 4)");
+  CHECK(first_rejection("import torch\ndef g(a=1) -> int: torch.allclose = f\n")
+        == "static scan: patches torch.allclose (line 2)");
+  CHECK(first_rejection("import torch\nf = lambda: 0; torch.allclose = f\n")
+        == "static scan: patches torch.allclose (line 2)");
+  // Target lists: parenthesized, starred, chained, augmented.
+  CHECK(first_rejection("import torch\n(torch.allclose, x) = (f, 1)\n")
+        == "static scan: patches torch.allclose (line 2)");
+  CHECK(first_rejection("import time\n[time.perf_counter] = [f]\n")
+        == "static scan: patches time.perf_counter (line 2)");
+  CHECK(first_rejection("import torch\nx, *torch.allclose = 1, f\n")
+        == "static scan: patches torch.allclose (line 2)");
+  CHECK(first_rejection("import torch\na = torch.allclose = f\n")
+        == "static scan: patches torch.allclose (line 2)");
+  CHECK(first_rejection("import time\ntime.perf_counter += 1\n")
+        == "static scan: patches time.perf_counter (line 2)");
+  CHECK(first_rejection("import torch\ndel (torch.allclose)\n")
+        == "static scan: patches torch.allclose (line 2)");
+  // Loops, comprehensions and `with ... as` bind too.
+  CHECK(first_rejection("import torch\nfor torch.allclose in [f]: pass\n")
+        == "static scan: patches torch.allclose (line 2)");
+  CHECK(first_rejection("import time\nxs = [0 for time.perf_counter in [f]]\n")
+        == "static scan: patches time.perf_counter (line 2)");
+  CHECK(first_rejection("import torch\nwith open(p) as torch.allclose: pass\n")
+        == "static scan: patches torch.allclose (line 2)");
+}
+
+TEST_CASE("aliases are followed through annotations, walruses and one-line bodies", "[scan]") {
+  CHECK(first_rejection("import torch\nE: type = torch.cuda.Event\nE.elapsed_time = f\n")
+        == "static scan: patches torch.cuda.Event.elapsed_time (line 3)");
+  CHECK(first_rejection("import torch\nif (E := torch.cuda.Event):\n    E.record = f\n")
+        == "static scan: patches torch.cuda.Event.record (line 3)");
+  CHECK(first_rejection("import torch\nif True: E = torch.cuda.Event\nE.record = f\n")
+        == "static scan: patches torch.cuda.Event.record (line 3)");
+  CHECK(first_rejection("try: import time as t\nexcept ImportError: pass\nt.perf_counter = f\n")
+        == "static scan: patches time.perf_counter (line 3)");
+  // The scan knows no branches: a rebinding that may never run leaves a guarded module's name.
+  CHECK(first_rejection("import time\nif False:\n    time = None\ntime.perf_counter_ns = f\n")
+        == "static scan: patches time.perf_counter_ns (line 4)");
+  CHECK(first_rejection("import time\nif False: time = None\ntime.perf_counter_ns = f\n")
+        == "static scan: patches time.perf_counter_ns (line 3)");
+  // Bound to another module, it names that one.
+  CHECK(first_rejection("import torch\nE = torch.cuda.Event\nE = torch.cuda.Stream\nE.query = f\n")
+        == "static scan: patches torch.cuda.Stream.query (line 4)");
+}
+
 TEST_CASE("the bundled tasks and honest candidates pass the scan", "[scan]") {
   int n = 0;
   for (const auto* dir : {"/tests/tasks/cpu", "/tests/candidates"}) {
