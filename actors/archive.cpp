@@ -71,6 +71,7 @@ CREATE TABLE IF NOT EXISTS candidates (
   created_ts   REAL NOT NULL,
   status       TEXT,
   reason       TEXT,
+  verdict_code TEXT,
   speedup      REAL,
   runtime_ms   REAL,
   reference_ms REAL,
@@ -137,9 +138,9 @@ constexpr const char* upsert_verdict_sql = R"sql(
 INSERT INTO candidates (task, seq, parent, role, phase, attempt, idea, code, created_ts,
                         status, reason, speedup, runtime_ms, reference_ms, p10_ms, p90_ms, n,
                         max_abs_diff, max_rel_diff, stdout_tail, stderr_tail, eval_wall_ms,
-                        device, evaluated_ts)
+                        device, evaluated_ts, verdict_code)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-        ?20, ?21, ?22, ?23, ?24)
+        ?20, ?21, ?22, ?23, ?24, ?25)
 ON CONFLICT (task, seq) DO UPDATE SET
   status = excluded.status, reason = excluded.reason, speedup = excluded.speedup,
   runtime_ms = excluded.runtime_ms, reference_ms = excluded.reference_ms,
@@ -147,7 +148,7 @@ ON CONFLICT (task, seq) DO UPDATE SET
   max_abs_diff = excluded.max_abs_diff, max_rel_diff = excluded.max_rel_diff,
   stdout_tail = excluded.stdout_tail, stderr_tail = excluded.stderr_tail,
   eval_wall_ms = excluded.eval_wall_ms, device = excluded.device,
-  evaluated_ts = excluded.evaluated_ts
+  evaluated_ts = excluded.evaluated_ts, verdict_code = excluded.verdict_code
 )sql";
 
 constexpr const char* insert_budget_event_sql = R"sql(
@@ -260,6 +261,11 @@ sqlite::database open_archive(const std::string& path) {
       throw std::runtime_error(
           fmt::format("it has schema version {}, this kiln writes {}", version, schema_version));
     db.exec(schema_sql);
+    // Archives written before verdicts had codes lack the column; the rows they hold keep NULL.
+    if (db.query_text("SELECT COUNT(*) FROM pragma_table_info('candidates') "
+                      "WHERE name = 'verdict_code'")
+        == "0")
+      db.exec("ALTER TABLE candidates ADD COLUMN verdict_code TEXT");
     auto meta = db.prepare("INSERT OR IGNORE INTO meta (key, value) VALUES (?1, ?2)");
     meta.bind_text(1, "schema_version");
     meta.bind_text(2, schema_version);
@@ -375,6 +381,10 @@ void archive_state::put(const candidate_record& x) {
     st.bind_double(22, v.wall_ms);
     st.bind_text(23, v.device);
     st.bind_double(24, now);
+    if (v.code.empty())
+      st.bind_null(25);
+    else
+      st.bind_text(25, v.code);
     st.run();
   });
 }

@@ -226,6 +226,7 @@ void launch(self_ptr self, work w) {
             rec.evaluated = true;
             rec.result.status = verdict_status::compile_error;
             rec.result.reason = "the reply held no program defining class ModelNew";
+            rec.result.code = "no_program";
             self->send(st.archive, put_atom::value, rec);
             judged(self, w, std::move(rec));
             settle(self);

@@ -638,6 +638,7 @@ void ask(self_ptr self, step s, std::string role, agent_request req) {
             rec.evaluated = true;
             rec.result.status = verdict_status::compile_error;
             rec.result.reason = "the reply held no program defining class ModelNew";
+            rec.result.code = "no_program";
             self->send(st.archive, put_atom::value, rec);
             judged(self, std::move(s), std::move(rec), false);
           },

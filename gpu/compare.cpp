@@ -528,10 +528,15 @@ struct one_output {
   bool ok = true;
   verdict_status status = verdict_status::correct;
   std::string reason;
+  std::string code;
+  int64_t outside = 0;
+  int64_t values = 0;
+  double worst_ratio = 0;
 
-  void fail(verdict_status s, std::string why) {
+  void fail(verdict_status s, std::string c, std::string why) {
     ok = false;
     status = s;
+    code = std::move(c);
     reason = std::move(why);
   }
 };
@@ -562,10 +567,10 @@ one_output compare_exact(const at::Tensor& cand, const at::Tensor& ref, size_t i
     add_diffs(chunk_as_double(c, b, e), chunk_as_double(r, b, e), res);
   }
   if (unequal > 0)
-    res.fail(verdict_status::incorrect,
+    res.fail(verdict_status::incorrect, "exact_mismatch",
              "output " + std::to_string(index) + " differs: " + std::to_string(unequal) + " of "
-                 + std::to_string(n) + " elements not equal (exact comparison for "
-                 + dtype_name(ref.scalar_type()) + ")");
+                 + std::to_string(n) + " elements not equal (" + dtype_name(ref.scalar_type())
+                 + " outputs must match exactly; no tolerance applies)");
   return res;
 }
 
@@ -575,8 +580,11 @@ struct float_scan {
   double atol = 0, rtol = 0;
   bool cand_nan = false; ///< NaN where the reference has none
   bool cand_inf = false; ///< an infinity the reference does not have there
+  int64_t nan_count = 0, inf_count = 0;
+  int64_t first_nan_at = -1, first_inf_at = -1; ///< flat indices into the values scanned
   double max_abs = 0, max_rel = 0;
   int64_t not_close = 0;
+  double worst_ratio = 0; ///< max |c - r| / (atol + rtol |r|) over the values not close
   double worst_excess = -inf;
   int64_t worst_at = -1; ///< flat index into the values scanned
   double worst_c = 0, worst_r = 0;
@@ -594,8 +602,16 @@ struct float_scan {
       const double r = static_cast<double>(rs[i]);
       const bool c_nan = std::isnan(c);
       const bool r_nan = std::isnan(r);
-      cand_nan = cand_nan || (c_nan && !r_nan);
-      cand_inf = cand_inf || (std::isinf(c) && c != r);
+      if (c_nan && !r_nan) {
+        cand_nan = true;
+        if (nan_count++ == 0)
+          first_nan_at = base + i;
+      }
+      if (std::isinf(c) && c != r) {
+        cand_inf = true;
+        if (inf_count++ == 0)
+          first_inf_at = base + i;
+      }
       // |c - r| with NaN == NaN and equal infinities as 0, one-sided NaN as infinitely far.
       const bool same = c == r || (c_nan && r_nan);
       double d = same ? 0.0 : std::fabs(c - r);
@@ -615,6 +631,8 @@ struct float_scan {
         double excess = actual - allowed;
         if (std::isnan(excess))
           excess = inf;
+        const double ratio = allowed > 0 ? actual / allowed : inf;
+        worst_ratio = std::max(worst_ratio, std::isnan(ratio) ? inf : ratio);
         if (excess > worst_excess) {
           worst_excess = excess;
           worst_at = base + i;
@@ -640,9 +658,16 @@ struct float_scan {
   void merge(const float_scan& o) {
     cand_nan = cand_nan || o.cand_nan;
     cand_inf = cand_inf || o.cand_inf;
+    if (first_nan_at < 0)
+      first_nan_at = o.first_nan_at;
+    if (first_inf_at < 0)
+      first_inf_at = o.first_inf_at;
+    nan_count += o.nan_count;
+    inf_count += o.inf_count;
     max_abs = std::max(max_abs, o.max_abs);
     max_rel = std::max(max_rel, o.max_rel);
     not_close += o.not_close;
+    worst_ratio = std::max(worst_ratio, o.worst_ratio);
     if (o.worst_excess > worst_excess) { // strictly: the first of equals wins, as in one pass
       worst_excess = o.worst_excess;
       worst_at = o.worst_at;
@@ -782,23 +807,38 @@ one_output compare_floating(const at::Tensor& cand, const at::Tensor& ref, size_
   res.max_abs = scan.max_abs;
   res.max_rel = scan.max_rel;
 
+  const int64_t values = ref.numel() * per_elem;
+  auto at = [&](int64_t flat) { return unravel(flat / per_elem, ref.sizes()); };
+  // Only what was seen here; the evaluator adds the likely cause once it knows more (a NaN
+  // that goes away without kiln's NaN fill of freed memory is memory the candidate never wrote).
   if (scan.cand_nan) {
-    res.fail(verdict_status::incorrect, out_name + " has NaN");
+    res.fail(verdict_status::incorrect, "nan_output",
+             out_name + " has NaN where the reference has none: " + std::to_string(scan.nan_count)
+                 + " of " + std::to_string(values) + " values, the first at "
+                 + at(scan.first_nan_at));
     return res;
   }
   if (scan.cand_inf) {
-    res.fail(verdict_status::incorrect, out_name + " has Inf");
+    res.fail(verdict_status::incorrect, "inf_output",
+             out_name + " has Inf where the reference is finite: " + std::to_string(scan.inf_count)
+                 + " of " + std::to_string(values) + " values, the first at "
+                 + at(scan.first_inf_at)
+                 + "; usually an overflow, often of a float16 intermediate (largest value 65504)");
     return res;
   }
   if (scan.not_close > 0) {
+    res.outside = scan.not_close;
+    res.values = values;
+    res.worst_ratio = scan.worst_ratio;
     std::string why = out_name + " differs: max abs diff " + num(res.max_abs)
                       + " > tolerance (atol " + num(tol.atol) + ", rtol " + num(tol.rtol) + "); "
-                      + std::to_string(scan.not_close) + " of "
-                      + std::to_string(ref.numel() * per_elem) + " values outside";
+                      + std::to_string(scan.not_close) + " of " + std::to_string(values)
+                      + " values outside";
     if (scan.worst_at >= 0)
-      why += ", worst at " + unravel(scan.worst_at / per_elem, ref.sizes()) + ": "
-             + num(scan.worst_c) + " vs " + num(scan.worst_r);
-    res.fail(verdict_status::incorrect, why);
+      why += ", worst at " + at(scan.worst_at) + ": " + num(scan.worst_c) + " vs "
+             + num(scan.worst_r) + ", " + num(scan.worst_ratio)
+             + "x the allowed difference (atol + rtol |ref|)";
+    res.fail(verdict_status::incorrect, "tolerance", why);
     return res;
   }
 
@@ -809,7 +849,11 @@ one_output compare_floating(const at::Tensor& cand, const at::Tensor& ref, size_
   if (!varies)
     return res;
   if (scan.cand_max == scan.cand_min) {
-    res.fail(verdict_status::rejected, out_name + " is constant where the reference varies");
+    res.fail(verdict_status::rejected, "constant_output",
+             out_name + " is constant where the reference varies (every value " + num(scan.cand_min)
+                 + ", the reference's from " + num(scan.ref_min) + " to " + num(scan.ref_max)
+                 + "): an output that does not follow the inputs skips the work, whatever the "
+                   "tolerance allows");
     return res;
   }
   if (scan.ref_near_zero) {
@@ -823,10 +867,15 @@ one_output compare_floating(const at::Tensor& cand, const at::Tensor& ref, size_
           var_sum += (r - mean) * (r - mean);
       }
     });
-    if (var_sum > 0 && std::sqrt(scan.err_sq) / std::sqrt(var_sum) > low_signal_max_rel_l2)
-      res.fail(verdict_status::rejected,
-               out_name + " has low signal (|ref| within tolerance of zero) and the candidate "
-                   + "does not reproduce it");
+    const double rel_l2 = var_sum > 0 ? std::sqrt(scan.err_sq) / std::sqrt(var_sum) : 0;
+    if (rel_l2 > low_signal_max_rel_l2)
+      res.fail(verdict_status::rejected, "low_signal",
+               out_name
+                   + " has low signal (|ref| within tolerance of zero) and the candidate does not "
+                     "reproduce it: an all-zero output would pass the tolerance here, so kiln "
+                     "asks the candidate to follow the reference's variation, and its L2 error is "
+                   + num(rel_l2) + " of the reference's spread around its mean (at most "
+                   + num(low_signal_max_rel_l2) + ")");
   }
   return res;
 }
@@ -843,17 +892,20 @@ output_comparison compare_loaded(const file_bytes& reference, const file_bytes& 
   outputs cand = load_outputs(candidate);
 
   output_comparison res;
-  auto reject = [&](std::string why) {
+  auto reject = [&](std::string code, std::string why) {
     res.ok = false;
     res.status = verdict_status::rejected;
+    res.code = std::move(code);
     res.reason = std::move(why);
     return res;
   };
   if (!cand.problem.empty())
-    return reject(cand.problem);
+    return reject("bad_outputs", cand.problem);
   if (cand.tensors.size() != ref.tensors.size())
-    return reject("output count " + std::to_string(cand.tensors.size()) + ", expected "
-                  + std::to_string(ref.tensors.size()));
+    return reject("output_count",
+                  "output count " + std::to_string(cand.tensors.size()) + ", expected "
+                      + std::to_string(ref.tensors.size())
+                      + " (tensors returned, nested tuples and lists counted flat)");
 
   // Structure of every output first: a wrong shape anywhere is a broken contract, whatever the
   // numbers of the other outputs.
@@ -862,12 +914,15 @@ output_comparison compare_loaded(const file_bytes& reference, const file_bytes& 
     const at::Tensor& r = ref.tensors[i];
     std::string name = "output " + std::to_string(i);
     if (c.layout() != c10::kStrided || r.layout() != c10::kStrided)
-      return reject(name + " is not a dense tensor");
+      return reject("not_dense", name + " is not a dense tensor (sparse or another layout)");
     if (c.sizes() != r.sizes())
-      return reject(name + " has shape " + dims(c.sizes()) + ", expected " + dims(r.sizes()));
+      return reject("shape", name + " has shape " + dims(c.sizes()) + ", expected "
+                                 + dims(r.sizes())
+                                 + " (a broadcast, a missing squeeze or a wrong view)");
     if (c.scalar_type() != r.scalar_type())
-      return reject(name + " has dtype " + dtype_name(c.scalar_type()) + ", expected "
-                    + dtype_name(r.scalar_type()));
+      return reject("dtype", name + " has dtype " + dtype_name(c.scalar_type()) + ", expected "
+                                 + dtype_name(r.scalar_type())
+                                 + " (a reduced-precision result needs a cast back)");
   }
 
   res.ok = true;
@@ -880,8 +935,9 @@ output_comparison compare_loaded(const file_bytes& reference, const file_bytes& 
       try {
         one = is_exact(r.scalar_type()) ? compare_exact(c, r, i) : compare_floating(c, r, i, tol);
       } catch (const c10::Error& e) {
-        one.fail(verdict_status::rejected, "output " + std::to_string(i) + " cannot be compared: "
-                                               + first_line(e.what_without_backtrace()));
+        one.fail(verdict_status::rejected, "uncomparable",
+                 "output " + std::to_string(i)
+                     + " cannot be compared: " + first_line(e.what_without_backtrace()));
       }
     }
     res.max_abs_diff.push_back(one.max_abs);
@@ -890,6 +946,10 @@ output_comparison compare_loaded(const file_bytes& reference, const file_bytes& 
       res.ok = false;
       res.status = one.status;
       res.reason = std::move(one.reason);
+      res.code = std::move(one.code);
+      res.outside = one.outside;
+      res.values = one.values;
+      res.worst_ratio = one.worst_ratio;
     }
   }
   return res;
@@ -930,8 +990,20 @@ void merge_comparison(output_comparison& acc, const output_comparison& next) {
   if (acc.ok && !next.ok) {
     acc.status = next.status;
     acc.reason = next.reason;
+    acc.code = next.code;
+    acc.outside = next.outside;
+    acc.values = next.values;
+    acc.worst_ratio = next.worst_ratio;
   }
   acc.ok = acc.ok && next.ok;
+}
+
+bool output_comparison::borderline() const {
+  if (ok || code != "tolerance" || values <= 0)
+    return false;
+  const double allowed = std::max(static_cast<double>(borderline_count),
+                                  borderline_fraction * static_cast<double>(values));
+  return static_cast<double>(outside) <= allowed && worst_ratio <= borderline_ratio;
 }
 
 } // namespace kiln

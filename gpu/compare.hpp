@@ -21,9 +21,28 @@ struct output_comparison {
   /// a signal check failure.
   verdict_status status = verdict_status::incorrect;
   std::string reason;
+  /// When not ok: the verdict code of the failure (`tolerance`, `nan_output`, `shape`, ...;
+  /// docs/evaluation.md has the table).
+  std::string code;
+  /// When the failure is `tolerance`: how many values of the failing output lie outside, of
+  /// how many, and the worst |c - r| as a multiple of what was allowed (atol + rtol |r|).
+  int64_t outside = 0;
+  int64_t values = 0;
+  double worst_ratio = 0;
   std::vector<double> max_abs_diff; ///< per output
   std::vector<double> max_rel_diff;
+
+  /// A `tolerance` failure by a handful of values just outside (at most borderline_count or
+  /// borderline_fraction of the values, none beyond borderline_ratio times the allowed
+  /// difference): rounding noise looks like this, and a verdict on it alone depends on the seeds.
+  bool borderline() const;
 };
+
+/// What borderline() allows: values outside (at least this many, or this share of the
+/// output's values), each within this multiple of atol + rtol |r|.
+constexpr int64_t borderline_count = 4;
+constexpr double borderline_fraction = 1e-4;
+constexpr double borderline_ratio = 2.0;
 
 /// Compares two outputs files written by the harness: its raw format (docs/evaluation.md,
 /// "Outputs files") or a `torch.save` archive of a list or tuple of tensors. Checks count,

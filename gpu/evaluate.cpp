@@ -27,6 +27,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <unistd.h>
@@ -37,6 +38,7 @@
 #include "gpu/compare.hpp"
 #include "gpu/facts_cache.hpp"
 #include "gpu/harness.hpp"
+#include "gpu/judge.hpp"
 #include "gpu/nvml.hpp"
 #include "gpu/process.hpp"
 #include "gpu/reference_cache.hpp"
@@ -50,24 +52,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// The most bytes a candidate's outputs file may have: twice the reference's and a megabyte.
-/// Right outputs are as large as the reference's; a larger file cannot pass, and reading a
-/// sparse terabyte a candidate left behind must not stall the daemon.
-size_t outputs_cap(const file_bytes& reference) {
-  return 2 * reference.bytes().size() + (size_t{1} << 20);
-}
-
 double sum_of(const std::vector<double>& xs) {
   return std::accumulate(xs.begin(), xs.end(), 0.0);
-}
-
-/// A fresh random token per runner; result.json must echo it (see the harness).
-std::string fresh_nonce() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng()),
-                static_cast<unsigned long long>(rng()));
-  return buf;
 }
 
 /// Speedups above this are physically suspicious for most tasks (KernelBench flags them too):
@@ -169,7 +155,8 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       for (size_t i = 1; i < scan.rejections.size(); ++i)
         v.notes.push_back("also: " + scan.rejections[i].text());
       v.status = vs::rejected;
-      v.reason = scan.rejections.front().text();
+      v.code = scan_code(scan.rejections.front().rule);
+      v.reason = scan.rejections.front().text() + ": " + scan_cause(v.code);
       v.wall_ms = ms_since(t0);
       return v;
     }
@@ -180,6 +167,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     uint64_t weight_seed = 1;
     uint64_t recheck_seed = 1;
     std::vector<uint64_t> seeds;
+    std::vector<uint64_t> extra_seeds; // for a borderline mismatch only
     if (pike) {
       seeds = {0};
     } else {
@@ -189,6 +177,8 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       for (int64_t i = 0; i < std::max<int64_t>(1, cfg.trials); ++i)
         seeds.push_back(rng() >> 1);
       recheck_seed = rng() >> 1;
+      for (int64_t i = 0; i < cfg.borderline_trials; ++i)
+        extra_seeds.push_back(rng() >> 1);
     }
     const double timeout_s = job.timeout_s > 0 ? job.timeout_s : cfg.timeout_s;
     const auto ref_key = reference_key_for(task_source, "");
@@ -196,15 +186,17 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       v.stdout_tail = tail_of_file(r.stdout_path, tail_bytes);
       v.stderr_tail = tail_of_file(r.stderr_path, tail_bytes);
     };
-    auto finish = [&](vs status, std::string reason) {
+    auto finish = [&](vs status, std::string code, std::string reason) {
       v.status = status;
+      v.code = std::move(code);
       v.reason = std::move(reason);
       v.wall_ms = ms_since(t0);
       return v;
     };
     auto unhealthy = [&] {
-      return finish(vs::runtime_error,
-                    "device " + settings_.device + " is unhealthy: " + health_problem());
+      return finish(vs::runtime_error, "device_unhealthy",
+                    "device " + settings_.device + " is unhealthy: " + health_problem()
+                        + " (a problem of the device, not of this candidate)");
     };
     // The device's lock (gpu/device_share.hpp): untimed work shares the device with the other
     // lanes' untimed work; a timing has it to itself. A pooled reference runner, like a
@@ -287,7 +279,12 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       ref_failure.reason = "no re-check output";
     if (!ref_failure.reason.empty()) {
       fill_tails(ref);
-      return finish(vs::runtime_error, "reference failed: " + ref_failure.reason);
+      // kiln's own failure to start a runner says so itself; anything else is the task's.
+      if (ref_failure.code == "runner_start")
+        return finish(vs::runtime_error, "runner_start", "reference failed: " + ref_failure.reason);
+      return finish(vs::runtime_error, "reference_failed",
+                    "reference failed: " + ref_failure.reason
+                        + " (a problem of the task or the interpreter, not of the candidate)");
     }
     timing_stats reference_stats =
         time_reference ? with_clocks(summarize(ref.samples_ms), ref_clocks, ref.timing_wall_ms)
@@ -337,20 +334,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     // times anything: a candidate whose outputs are wrong costs no timing.
     cand_job.gate = true;
     auto compare_trials = [&](const std::string& dir) {
-      // The candidate's file names are the parent's, never taken from the runner's report.
-      output_comparison all;
-      for (size_t k = 0; k < seeds.size(); ++k) {
-        auto trial =
-            compare_output_files(ref_outputs[k],
-                                 file_bytes::open(dir + "/out_" + std::to_string(k) + ".pt",
-                                                  outputs_cap(ref_outputs[k])),
-                                 {cfg.atol, cfg.rtol});
-        if (k == 0)
-          all = trial;
-        else
-          merge_comparison(all, trial);
-      }
-      return all;
+      return compare_trial_files(ref_outputs, dir, seeds, {cfg.atol, cfg.rtol});
     };
     // Until the gate the candidate only runs untimed work, shared with the other lanes; the
     // gate lets go of the device while the parent compares, then takes it whole for the
@@ -372,7 +356,9 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       const auto t_gate = std::chrono::steady_clock::now();
       bool go = false;
       try {
-        go = compare_trials(dir).ok;
+        // A borderline mismatch is timed too: more seeds decide it after the run.
+        const auto c = compare_trials(dir);
+        go = c.all.ok || (c.borderline_only && !pike && !extra_seeds.empty());
       } catch (const std::exception&) {
         // unreadable: not timed; the comparison after the run says why
       }
@@ -395,63 +381,68 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     fill_tails(cand);
     if (unhealthy_at_gate)
       return unhealthy();
+    if (cand.model_class == "Model")
+      v.notes.push_back("the candidate defines no class ModelNew: its class Model was judged (as "
+                        "PIKE's evaluator does)");
 
     // Integrity first: a forged result.json or a rule the harness saw broken outranks how the
     // process ended (the harness stops the candidate at the first violation).
     if (cand.have_result && cand.nonce != cand_job.nonce)
-      return finish(vs::rejected, "result.json was not written by the harness (wrong nonce): the "
-                                  "candidate wrote its own");
-    if (cand.have_result && !cand.violations.empty())
-      return finish(vs::rejected, "candidate " + cand.violations.front());
+      return finish(vs::rejected, "forged_result",
+                    "result.json was not written by the harness (wrong nonce): the candidate "
+                    "wrote its own");
+    if (cand.have_result && !cand.violations.empty()) {
+      auto [code, cause] = violation_code(cand.violations.front());
+      return finish(vs::rejected, code, "candidate " + cand.violations.front() + cause);
+    }
     // Samples the parent never said go for were taken beside other lanes' work: the candidate
     // got past the harness's gate (replaced it, say) to time itself.
     if (gated && !cand.gate_go && !cand.samples_ms.empty())
-      return finish(vs::rejected, "candidate was timed without the evaluator's go: it got past "
-                                  "the gate after its trials");
+      return finish(vs::rejected, "timed_without_go",
+                    "candidate was timed without the evaluator's go: it got past the gate after "
+                    "its trials");
     if (auto f = judge_process(cand, timeout_s); !f.reason.empty())
-      return finish(f.status, f.reason);
-    if (cand.trials.size() != seeds.size())
-      return finish(vs::rejected, "candidate runner reported " + std::to_string(cand.trials.size())
-                                      + " trials of " + std::to_string(seeds.size()));
-    for (size_t k = 0; k < seeds.size(); ++k)
-      if (cand.trials[k].seed != seeds[k])
-        return finish(vs::rejected, "candidate runner used other input seeds");
-    if (cand.structure != ref.structure)
-      return finish(vs::rejected,
-                    "output structure " + cand.structure + ", expected " + ref.structure);
-    for (const auto& t : cand.trials)
-      if (t.inputs_mutated)
-        return finish(vs::rejected, "candidate mutated its inputs");
-    // An output that shares storage with an input, where the reference's does not: the
-    // candidate hands back memory it was given instead of writing its own.
-    auto new_alias = [](const trial_record& c, const trial_record& r) -> int32_t {
-      for (int32_t i : c.aliases)
-        if (std::find(r.aliases.begin(), r.aliases.end(), i) == r.aliases.end())
-          return i;
-      return -1;
-    };
+      return finish(f.status, f.code, f.reason);
+    if (auto problem = judge_runs(cand, ref, seeds); !problem.reason.empty())
+      return finish(problem.status, problem.code, problem.reason);
     for (size_t k = 0; k < seeds.size(); ++k)
       if (int32_t i = new_alias(cand.trials[k], ref.trials[k]); i >= 0)
-        return finish(vs::rejected, "candidate output " + std::to_string(i)
-                                        + " shares storage with an input (the reference's does "
-                                          "not)");
+        return finish(vs::rejected, "output_aliases_input", alias_text(i, ""));
 
     // The verdict compares the files as they are now, whatever the gate saw: the gate only
     // decides whether to time, and anyone holding the runner's socket could have rung it early.
     if (cand.gate_stopped)
       v.notes.push_back("not timed: its outputs were wrong");
-    output_comparison cmp;
+    trial_comparisons cmp;
     const auto t_compare = std::chrono::steady_clock::now();
     try {
       cmp = compare_trials(cand.dir);
     } catch (const std::exception& e) {
-      return finish(vs::runtime_error, std::string{"cannot compare outputs: "} + e.what());
+      return finish(vs::runtime_error, "unreadable_outputs",
+                    std::string{"cannot compare outputs: "} + e.what());
     }
     spdlog::debug("evaluator {}: comparisons {:.0f} ms", settings_.device, ms_since(t_compare));
-    v.max_abs_diff = cmp.max_abs_diff;
-    v.max_rel_diff = cmp.max_rel_diff;
-    if (!cmp.ok)
-      return finish(cmp.status, cmp.reason);
+    v.max_abs_diff = cmp.all.max_abs_diff;
+    v.max_rel_diff = cmp.all.max_rel_diff;
+    // Borderline mismatches, of the trials and of the re-check, wait for more seeds (below).
+    std::vector<std::string> borderline;
+    if (!cmp.all.ok) {
+      if (!cmp.borderline_only || pike || extra_seeds.empty()) {
+        std::string reason = cmp.reason;
+        std::string code = cmp.all.code;
+        if (code == "nan_output" && !pike) {
+          hold.shared();
+          std::tie(code, reason) =
+              diagnose_nan(ctx, cand_job, ref_outputs, cmp, timeout_s, settings_.device);
+          hold.release();
+        } else if (cmp.all.borderline()) {
+          reason += "; a handful of values just outside, like rounding noise, but PIKE's rule "
+                    "(and borderline_trials = 0) allows none";
+        }
+        return finish(cmp.all.status, code, reason);
+      }
+      borderline.push_back(cmp.reason);
+    }
 
     // The post-timing re-check (harness: fresh values written into the timed input tensors,
     // one more call). Meaningless for a stateful task, whose answer depends on the number of
@@ -461,38 +452,65 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
                         "calls");
     } else {
       if (!cand.have_recheck || cand.recheck.seed != recheck_seed)
-        return finish(vs::rejected, "candidate runner skipped the post-timing re-check");
+        return finish(vs::rejected, "recheck_skipped",
+                      "candidate runner skipped the post-timing re-check");
       if (cand.recheck.inputs_mutated)
-        return finish(vs::rejected, "candidate mutated its inputs (post-timing re-check)");
+        return finish(vs::rejected, "mutated_inputs",
+                      "candidate mutated its inputs (post-timing re-check)" + mutation_cause());
       if (int32_t i = new_alias(cand.recheck, ref.recheck); i >= 0)
-        return finish(vs::rejected, "candidate output " + std::to_string(i)
-                                        + " shares storage with an input (post-timing re-check)");
+        return finish(vs::rejected, "output_aliases_input",
+                      alias_text(i, " (post-timing re-check)"));
       output_comparison again;
       try {
         again = compare_output_files(
             ref_recheck, file_bytes::open(cand.dir + "/out_recheck.pt", outputs_cap(ref_recheck)),
             {cfg.atol, cfg.rtol});
       } catch (const std::exception& e) {
-        return finish(vs::runtime_error, std::string{"cannot compare outputs: "} + e.what());
+        return finish(vs::runtime_error, "unreadable_outputs",
+                      std::string{"cannot compare outputs: "} + e.what());
       }
-      if (!again.ok)
-        return finish(vs::rejected,
+      if (!again.ok && again.borderline() && !pike && !extra_seeds.empty())
+        borderline.push_back("post-timing re-check: " + again.reason);
+      else if (!again.ok)
+        return finish(vs::rejected, "cached_result",
                       "result cached across calls (or another path once timed): after timing, "
                       "fresh inputs written into the timed tensors got a wrong answer: "
                           + again.reason);
     }
 
+    if (!borderline.empty()) {
+      hold.shared();
+      auto more =
+          check_more_seeds(ctx, ref_job, cand_job, extra_seeds, timeout_s, {cfg.atol, cfg.rtol});
+      hold.release();
+      if (!more.failure.reason.empty()) {
+        auto& f = more.failure;
+        return finish(f.status, f.code,
+                      borderline.front() + "; re-checked on " + std::to_string(extra_seeds.size())
+                          + " more input seeds: " + f.reason);
+      }
+      v.notes.push_back("borderline: " + borderline.front() + "; re-checked on "
+                        + std::to_string(extra_seeds.size())
+                        + " more input seeds: " + std::to_string(more.borderline)
+                        + " had a few values just outside as well, none beyond that, so it is "
+                          "judged rounding noise (at most 4 values or 0.01 % of an output, each "
+                          "within 2x the allowed difference)");
+    }
+
     // Timing sanity: samples must be real durations, and a process cannot have spent more
     // time in calls than it lived (a patched clock or event would show up here).
     if (cand.samples_ms.empty())
-      return finish(vs::rejected, "candidate runner reported no timing samples");
+      return finish(vs::rejected, "timing_invalid", "candidate runner reported no timing samples");
     for (double s : cand.samples_ms)
       if (!std::isfinite(s) || s <= 0)
-        return finish(vs::rejected, "candidate runner reported an invalid timing sample");
+        return finish(vs::rejected, "timing_invalid",
+                      "candidate runner reported an invalid timing sample");
     const double in_process = sum_of(cand.samples_ms);
     if (in_process > cand.proc.wall_ms
         || (cand.timing_wall_ms > 0 && in_process > cand.timing_wall_ms * 1.01 + 1.0))
-      return finish(vs::rejected, "in-process timings exceed the wall clock");
+      return finish(vs::rejected, "timing_invalid",
+                    "in-process timings exceed the wall clock: the candidate changed a clock or "
+                    "the timing's own records");
 
     v.candidate = with_clocks(summarize(cand.samples_ms), cand_clocks, cand.timing_wall_ms);
     v.reference = reference_stats;
@@ -510,13 +528,15 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     why.precision(3);
     why << "correct on " << seeds.size() << " trials, " << v.candidate.median_ms << " ms vs "
         << v.reference.median_ms << " ms";
-    return finish(vs::correct, why.str());
+    return finish(vs::correct, "ok", why.str());
   } catch (const std::exception& e) {
     v.status = verdict_status::runtime_error;
-    v.reason = std::string{"evaluator: "} + e.what();
+    v.code = "evaluator_error";
+    v.reason = std::string{"evaluator: "} + e.what() + " (a problem of kiln, not of the candidate)";
   } catch (...) {
     v.status = verdict_status::runtime_error;
-    v.reason = "evaluator: unknown exception";
+    v.code = "evaluator_error";
+    v.reason = "evaluator: unknown exception (a problem of kiln, not of the candidate)";
   }
   v.wall_ms = ms_since(t0);
   spdlog::error("evaluator {}: {}: {}", settings_.device, job.candidate_id, v.reason);

@@ -68,7 +68,11 @@ bool from_string(const std::string& s, verdict_status& out);
 /// The judgement of one candidate.
 struct verdict {
   verdict_status status = verdict_status::runtime_error;
-  std::string reason; ///< one line for a human
+  /// One sentence for a human: what was seen and its likely cause.
+  std::string reason;
+  /// A stable name for the kind of outcome (`ok`, `tolerance`, `nan_output`, `scan_patch`, ...),
+  /// for programs; docs/evaluation.md has the table of codes.
+  std::string code;
   std::string stdout_tail;
   std::string stderr_tail;
   std::vector<double> max_abs_diff; ///< per output, worst over the trials
@@ -86,9 +90,9 @@ struct verdict {
 };
 
 template <class Inspector> typename Inspector::result_type inspect(Inspector& f, verdict& x) {
-  return f(caf::meta::type_name("verdict"), x.status, x.reason, x.stdout_tail, x.stderr_tail,
-           x.max_abs_diff, x.max_rel_diff, x.candidate, x.reference, x.speedup, x.wall_ms, x.device,
-           x.compile_ms, x.compile_cached, x.notes);
+  return f(caf::meta::type_name("verdict"), x.status, x.reason, x.code, x.stdout_tail,
+           x.stderr_tail, x.max_abs_diff, x.max_rel_diff, x.candidate, x.reference, x.speedup,
+           x.wall_ms, x.device, x.compile_ms, x.compile_cached, x.notes);
 }
 
 /// One evaluation to run: a candidate against its task.

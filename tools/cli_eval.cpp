@@ -13,6 +13,7 @@
 #include "actors/dispatcher.hpp"
 #include "actors/evaluator.hpp"
 #include "gpu/build_cache.hpp"
+#include "gpu/device_lock.hpp"
 #include "gpu/devices.hpp"
 #include "gpu/evaluate.hpp"
 #include "gpu/runner_pool.hpp"
@@ -36,8 +37,10 @@ std::string verdict_json(const verdict& v) {
   };
   bool ok = v.status == verdict_status::correct;
   std::ostringstream js;
-  js << "{\"status\": \"" << to_string(v.status) << "\", \"reason\": \"" << json_escape(v.reason)
-     << "\", "
+  // Every verdict kiln makes has a code; one from elsewhere (an old archive) shows its status.
+  const std::string code = v.code.empty() ? std::string{to_string(v.status)} : v.code;
+  js << "{\"status\": \"" << to_string(v.status) << "\", \"code\": \"" << json_escape(code)
+     << "\", \"reason\": \"" << json_escape(v.reason) << "\", "
      << "\"speedup\": " << (ok ? json_number(v.speedup) : "null") << ", "
      << "\"runtime_ms\": " << (ok ? json_number(v.candidate.median_ms) : "null") << ", "
      << "\"reference_ms\": " << (v.reference.n > 0 ? json_number(v.reference.median_ms) : "null")
@@ -114,6 +117,19 @@ int eval(const eval_args& args) {
     }
     if (!built.problem.empty())
       std::cerr << "kiln: compile stage: " << built.problem << "; the evaluation builds it\n";
+  }
+  // The device is held from before its runners start until the process ends: no other kiln
+  // process on the host evaluates on it meanwhile (gpu/device_lock.hpp).
+  std::vector<device_claim> claims;
+  if (!built.failed) {
+    try {
+      claims = claim_devices({s.device}, {s.cfg.device_lock_wait_s, "", s.cache_dir, {}});
+    } catch (const std::exception& e) {
+      std::cerr << "kiln: " << e.what() << "\n";
+      std::error_code ignored;
+      fs::remove_all(scratch, ignored);
+      return 1;
+    }
   }
   if (built.failed) {
     v.device = "compiler";

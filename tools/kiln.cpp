@@ -5,11 +5,15 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "tools/cli.hpp"
 
 int main(int argc, char** argv) {
+  // spdlog's own default logger writes to stdout, which carries the JSON of every `--json`
+  // command: logs go to stderr (and a run's kiln.log) only.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("kiln-stderr"));
   CLI::App app{"kiln: LLM agents make PyTorch inference faster; every proposal is measured"};
   app.require_subcommand(0, 1);
   bool version = false;

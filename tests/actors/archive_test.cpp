@@ -110,6 +110,7 @@ verdict sample_correct_verdict() {
   verdict v;
   v.status = verdict_status::correct;
   v.reason = "correct, 1.50x";
+  v.code = "ok";
   v.stdout_tail = "out";
   v.stderr_tail = "err";
   v.max_abs_diff = {0.001, 0.5};
@@ -183,7 +184,7 @@ TEST_CASE_METHOD(archive_fixture, "a candidate and then its verdict make one row
   auto st = db.prepare("SELECT task, seq, parent, role, phase, attempt, idea, code, created_ts, "
                        "status, reason, speedup, runtime_ms, reference_ms, p10_ms, p90_ms, n, "
                        "max_abs_diff, max_rel_diff, stdout_tail, stderr_tail, eval_wall_ms, "
-                       "device, evaluated_ts FROM candidates");
+                       "device, evaluated_ts, verdict_code FROM candidates");
   REQUIRE(st.step());
   CHECK(st.column_text(0) == "1_MLP");
   CHECK(st.column_int64(1) == 7);
@@ -209,6 +210,39 @@ TEST_CASE_METHOD(archive_fixture, "a candidate and then its verdict make one row
   CHECK(st.column_double(21) == Approx(4321));
   CHECK(st.column_text(22) == "cuda:1");
   CHECK(st.column_double(23) >= st.column_double(8));
+  CHECK(st.column_text(24) == "ok");
+}
+
+TEST_CASE_METHOD(archive_fixture, "an archive from before verdict codes gets the column",
+                 "[archive]") {
+  auto path = fresh_path("old_schema");
+  {
+    // The candidates table as kiln wrote it before codes existed.
+    sqlite::database old{path};
+    old.exec("CREATE TABLE candidates (task TEXT NOT NULL, seq INTEGER NOT NULL, parent INTEGER, "
+             "role TEXT NOT NULL, phase INTEGER NOT NULL, attempt INTEGER NOT NULL, idea TEXT NOT "
+             "NULL, code TEXT NOT NULL, created_ts REAL NOT NULL, status TEXT, reason TEXT, "
+             "speedup REAL, runtime_ms REAL, reference_ms REAL, p10_ms REAL, p90_ms REAL, n "
+             "INTEGER, max_abs_diff TEXT, max_rel_diff TEXT, stdout_tail TEXT, stderr_tail TEXT, "
+             "eval_wall_ms REAL, device TEXT, evaluated_ts REAL, PRIMARY KEY (task, seq))");
+    old.exec("INSERT INTO candidates (task, seq, role, phase, attempt, idea, code, created_ts, "
+             "status) VALUES ('1_MLP', 1, 'optimizer', 1, 0, '', 'x', 1.0, 'correct')");
+  }
+  auto a = spawn_archive(sys, path);
+  auto c = sample_candidate();
+  c.evaluated = true;
+  c.result = sample_correct_verdict();
+  self->send(a, put_atom::value, c);
+  flush(a);
+
+  sqlite::database db{path, sqlite::open_mode::read_only};
+  auto st = db.prepare("SELECT seq, status, verdict_code FROM candidates ORDER BY seq");
+  REQUIRE(st.step());
+  CHECK(st.column_int64(0) == 1);
+  CHECK(st.column_is_null(2)); // the old row knows no code
+  REQUIRE(st.step());
+  CHECK(st.column_int64(0) == 7);
+  CHECK(st.column_text(2) == "ok");
 }
 
 TEST_CASE_METHOD(archive_fixture, "a verdict without its candidate still makes a whole row",

@@ -1,8 +1,9 @@
-# Expected verdict: compile_error ("no class ModelNew"). Imports fine but names its class Model.
+# Expected verdict: compile_error (no_model_class). Imports fine but names its class neither
+# ModelNew nor Model.
 import torch.nn as nn
 
 
-class Model(nn.Module):
+class Net(nn.Module):
     def __init__(self, in_features, hidden_sizes, out_features):
         super().__init__()
         self.proj = nn.Linear(in_features, out_features)

@@ -20,9 +20,21 @@ compile_workers = 1
 min_samples = 5
 max_timing_s = 0.3
 TOML
-"$kiln" eval --stream "$tmp/stream.tsv" --config "$tmp/kiln.toml" --json >"$tmp/out.jsonl" 2>"$tmp/err.txt" || fail "exit $?: $(cat "$tmp/err.txt")"
+# With every log line on (KILN_LOG=debug), stdout still carries one JSON object per verdict and
+# nothing else: logs go to stderr.
+KILN_LOG=debug "$kiln" eval --stream "$tmp/stream.tsv" --config "$tmp/kiln.toml" --json >"$tmp/out.jsonl" 2>"$tmp/err.txt" || fail "exit $?: $(tail -5 "$tmp/err.txt")"
 cat "$tmp/out.jsonl"
 [ "$(wc -l <"$tmp/out.jsonl")" -eq 3 ] || fail "expected 3 verdicts"
+/usr/bin/python3 -c '
+import json, sys
+codes = {}
+for line in sys.stdin:
+    v = json.loads(line)
+    codes[v["candidate"].rsplit("/", 1)[-1]] = v["code"]
+want = {"mlp_good.py": "ok", "mlp_wrong.py": "tolerance", "ext_pybind_error.py": "build_failed"}
+sys.exit(0 if codes == want else "codes %r, expected %r" % (codes, want))
+' <"$tmp/out.jsonl" || fail "stdout is not one JSON verdict per line with its code"
+grep -q "debug" "$tmp/err.txt" || fail "KILN_LOG=debug wrote no log lines to stderr"
 grep 'mlp_good.py' "$tmp/out.jsonl" | grep -q '"status": "correct"' || fail "good"
 grep 'mlp_wrong.py' "$tmp/out.jsonl" | grep -q '"status": "incorrect"' || fail "wrong"
 # Its build fails in the compile stage, which says so through compile_ms.
