@@ -57,6 +57,8 @@ struct evaluator_config {
   std::string sandbox = defaults::sandbox;
   int64_t retime_rounds = defaults::retime_rounds;
   int64_t retime_top = defaults::retime_top;
+  /// Seconds to wait for another kiln process to let go of a device (gpu/device_lock.hpp).
+  double device_lock_wait_s = defaults::device_lock_wait_s;
 };
 
 struct llm_profile_config {

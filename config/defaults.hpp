@@ -66,6 +66,10 @@ inline constexpr const char* sandbox = "auto";
 inline constexpr int64_t retime_rounds = 3;
 /// How many of a task's best candidates are re-timed at the end.
 inline constexpr int64_t retime_top = 3;
+/// How long a kiln process waits for another kiln process on the host to let go of a device
+/// before it gives up: long enough for a `kiln eval` or a baseline beside it to finish, short
+/// enough that a run queued behind someone's overnight run fails within minutes, not hours.
+inline constexpr double device_lock_wait_s = 600;
 
 // [llm.<name>]
 /// The profile a config without any [llm.*] or [agents.*] gets, and its provider: offline.

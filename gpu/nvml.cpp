@@ -46,6 +46,11 @@ struct nvml_library::api {
   nvml_return (*temperature)(nvml_device, int, unsigned*) = nullptr;
   nvml_return (*power)(nvml_device, unsigned*) = nullptr;
   nvml_return (*throttle)(nvml_device, unsigned long long*) = nullptr;
+  // Device listing (gpu/devices.cpp); optional, as the readings do not need them.
+  nvml_return (*count)(unsigned*) = nullptr;
+  nvml_return (*uuid)(nvml_device, char*, unsigned) = nullptr;
+  nvml_return (*index)(nvml_device, unsigned*) = nullptr;
+  nvml_return (*mig_mode)(nvml_device, unsigned*, unsigned*) = nullptr;
 
   std::string error(nvml_return rc) const {
     const char* s = error_string ? error_string(rc) : nullptr;
@@ -81,12 +86,23 @@ gpu_target gpu_target_for(const std::string& device) {
   gpu_target t;
   if (device.rfind("cuda:", 0) != 0)
     return t;
+  int n = -1;
   try {
-    t.index = std::stoi(device.substr(5));
+    n = std::stoi(device.substr(5));
   } catch (const std::exception&) {
     return t;
   }
-  t.pci_bus_id = cuda_pci_bus_id(t.index);
+  // The device table knows the bus id and nvidia-smi's index whatever kiln's own mask is; a
+  // fake GPU of the test hook is nothing NVML could read.
+  if (auto d = find_device(device)) {
+    if (d->test_fake)
+      return t;
+    t.index = d->physical_index >= 0 ? d->physical_index : n;
+    t.pci_bus_id = d->pci_bus_id;
+    return t;
+  }
+  t.index = n;
+  t.pci_bus_id = cuda_pci_bus_id(n);
   return t;
 }
 
@@ -130,6 +146,10 @@ bool nvml_library::load() {
   bind(handle_, "nvmlDeviceGetPowerUsage", a->power);
   if (!bind(handle_, "nvmlDeviceGetCurrentClocksEventReasons", a->throttle))
     bind(handle_, "nvmlDeviceGetCurrentClocksThrottleReasons", a->throttle);
+  bind(handle_, "nvmlDeviceGetCount_v2", a->count);
+  bind(handle_, "nvmlDeviceGetUUID", a->uuid);
+  bind(handle_, "nvmlDeviceGetIndex", a->index);
+  bind(handle_, "nvmlDeviceGetMigMode", a->mig_mode);
   if (auto rc = a->init(); rc != nvml_success) {
     problem_ = "no NVML: nvmlInit failed: " + a->error(rc);
     return false;
@@ -196,6 +216,59 @@ gpu_reading nvml_library::read(const gpu_target& target) {
   if (a->throttle && a->throttle(dev, &mask) == nvml_success)
     r.throttle_reasons = mask;
   return r;
+}
+
+std::vector<physical_gpu> nvml_library::gpus() {
+  std::vector<physical_gpu> out;
+  const api* a = nullptr;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    if (!load())
+      return out;
+    a = api_.get();
+  }
+  unsigned n = 0;
+  if (!a->count || !a->uuid || a->count(&n) != nvml_success)
+    return out;
+  for (unsigned i = 0; i < n; ++i) {
+    nvml_device dev = nullptr;
+    char text[96] = {}; // NVML_DEVICE_UUID_V2_BUFFER_SIZE
+    if (a->by_index(i, &dev) != nvml_success || a->uuid(dev, text, sizeof text) != nvml_success)
+      continue;
+    out.push_back({static_cast<int>(i), text});
+  }
+  return out;
+}
+
+int nvml_library::index_of(const std::string& pci_bus_id) {
+  const api* a = nullptr;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    if (!load())
+      return -1;
+    a = api_.get();
+  }
+  nvml_device dev = nullptr;
+  unsigned index = 0;
+  if (pci_bus_id.empty() || !a->index || a->by_pci(pci_bus_id.c_str(), &dev) != nvml_success
+      || a->index(dev, &index) != nvml_success)
+    return -1;
+  return static_cast<int>(index);
+}
+
+bool nvml_library::mig_enabled(const std::string& pci_bus_id) {
+  const api* a = nullptr;
+  {
+    std::lock_guard<std::mutex> lock{mu_};
+    if (!load())
+      return false;
+    a = api_.get();
+  }
+  nvml_device dev = nullptr;
+  unsigned current = 0;
+  unsigned pending = 0;
+  return !pci_bus_id.empty() && a->mig_mode && a->by_pci(pci_bus_id.c_str(), &dev) == nvml_success
+         && a->mig_mode(dev, &current, &pending) == nvml_success && current == 1;
 }
 
 // -- clock_sampler -------------------------------------------------------------------------------

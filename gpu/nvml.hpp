@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpu/devices.hpp"
 #include "messages/eval.hpp"
 
 namespace kiln {
@@ -64,6 +65,13 @@ public:
 
   /// Everything readable about `target` now.
   gpu_reading read(const gpu_target& target);
+
+  /// Every GPU NVML sees, in its order (nvidia-smi's index), with its UUID; empty without NVML.
+  std::vector<physical_gpu> gpus();
+  /// NVML's index of the GPU at `pci_bus_id`; -1 when unknown.
+  int index_of(const std::string& pci_bus_id);
+  /// Whether the GPU at `pci_bus_id` is in MIG mode (false when NVML cannot tell).
+  bool mig_enabled(const std::string& pci_bus_id);
 
   struct api;
 

@@ -18,6 +18,7 @@
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
+#include "gpu/devices.hpp"
 #include "gpu/harness.hpp"
 
 namespace kiln {
@@ -501,13 +502,18 @@ bool map_device(const std::string& device, std::string& visible, std::string& ru
     runner_device = "cpu";
     return true;
   }
-  if (device.rfind("cuda:", 0) == 0 && device.size() > 5
-      && device.find_first_not_of("0123456789", 5) == std::string::npos) {
-    visible = device.substr(5);
-    runner_device = "cuda:0";
-    return true;
-  }
-  return false;
+  if (device.rfind("cuda:", 0) != 0 || device.size() <= 5
+      || device.find_first_not_of("0123456789", 5) != std::string::npos)
+    return false;
+  // kiln's cuda:N is the N-th GPU of kiln's own mask; the runner is given that one GPU by its
+  // UUID (else kiln's own entry for it), so it sees exactly that device as its cuda:0. A fake
+  // GPU of the test hook hands its runners the fake UUID (no GPU visible) and the CPU.
+  auto d = find_device(device);
+  if (!d)
+    return false;
+  visible = d->runner_visible;
+  runner_device = d->test_fake ? "cpu" : "cuda:0";
+  return true;
 }
 
 int runner_threads(const evaluator_config& cfg) {

@@ -212,7 +212,9 @@ sandbox_policy runner_sandbox(const eval_settings& settings);
 /// How the engine's pool starts runners for `settings.device`.
 runner_launch runner_pool_launch(const eval_settings& settings, const std::string& harness_path);
 
-/// Maps `cpu` / `cuda:N` to CUDA_VISIBLE_DEVICES and the device name the runner uses.
+/// Maps `cpu` / `cuda:N` to the runner's CUDA_VISIBLE_DEVICES (empty for the CPU; the GPU's
+/// UUID for `cuda:N`, gpu/devices.hpp) and the device name the runner uses (`cpu`, `cuda:0`).
+/// False for an id that is not a device of this host.
 bool map_device(const std::string& device, std::string& visible, std::string& runner_device);
 
 /// Torch threads of a runner.

@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "gpu/device_lock.hpp"
 #include "gpu/devices.hpp"
 #include "gpu/evaluate.hpp"
 #include "gpu/json_text.hpp"
@@ -92,6 +93,15 @@ int baseline(const baseline_args& args) {
   auto scratch = fs::temp_directory_path() / ("kiln-baseline-" + std::to_string(::getpid()));
   s.work_dir = scratch.string();
 
+  // Held until the process ends: no other kiln process on the host evaluates on the device
+  // meanwhile (gpu/device_lock.hpp).
+  std::vector<device_claim> claims;
+  try {
+    claims = claim_devices({s.device}, {s.cfg.device_lock_wait_s, "", s.cfg.cache_dir, {}});
+  } catch (const std::exception& e) {
+    std::cerr << "kiln baseline: " << e.what() << "\n";
+    return 1;
+  }
   bool failed = false;
   std::ostringstream js;
   {

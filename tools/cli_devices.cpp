@@ -1,7 +1,11 @@
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
+#include "gpu/build_cache.hpp"
+#include "gpu/device_lock.hpp"
 #include "gpu/devices.hpp"
 #include "gpu/json_text.hpp"
 #include "gpu/nvml.hpp"
@@ -23,10 +27,32 @@ gpu_reading clocks_of(const device_info& d) {
       r.problem = "no clock in cpufreq or /proc/cpuinfo";
     return r;
   }
+  if (d.test_fake) {
+    gpu_reading r;
+    r.problem = std::string{"a fake GPU of the test hook "} + test_fake_gpus_env;
+    return r;
+  }
   gpu_target t;
-  t.index = std::stoi(d.id.substr(5));
+  t.index = d.physical_index >= 0 ? d.physical_index : std::stoi(d.id.substr(5));
   t.pci_bus_id = d.pci_bus_id;
   return nvml_library::system().read(t);
+}
+
+/// Who holds the device's host-wide lock now (another kiln process), if anyone.
+std::optional<lock_holder> holder_of(const device_info& d, const std::string& lock_dir) {
+  return lock_dir.empty() ? std::nullopt : device_lock_holder(d, lock_dir);
+}
+
+std::string holder_json(const device_info& d, const std::optional<lock_holder>& h) {
+  if (!h)
+    return "null";
+  std::ostringstream o;
+  o << "{\"pid\": " << (h->pid > 0 ? std::to_string(h->pid) : "null")
+    << ", \"command\": " << (h->command.empty() ? "null" : json_quote(h->command))
+    << ", \"user\": " << (h->user.empty() ? "null" : json_quote(h->user))
+    << ", \"started\": " << (h->started > 0 ? std::to_string(h->started) : "null")
+    << ", \"text\": " << json_quote(describe_holder(d.id, *h)) << "}";
+  return o.str();
 }
 
 std::string mhz_pair(int cur, int max) {
@@ -85,6 +111,13 @@ std::string clocks_json(const device_info& d, const gpu_reading& r) {
 
 int devices(bool json) {
   auto found = discover_devices();
+  std::string lock_dir;
+  try {
+    lock_dir = device_lock_dir(resolve_cache_dir(""));
+  } catch (const std::exception&) {
+    lock_dir = device_lock_dir("");
+  }
+  const char* mask = std::getenv("CUDA_VISIBLE_DEVICES");
   if (json) {
     std::ostringstream out;
     out << "[";
@@ -95,12 +128,21 @@ int devices(bool json) {
           << ", \"multiprocessors\": " << d.multiprocessors
           << ", \"capability\": " << (d.capability.empty() ? "null" : json_quote(d.capability))
           << ", \"pci_bus_id\": " << (d.pci_bus_id.empty() ? "null" : json_quote(d.pci_bus_id))
+          << ", \"physical_index\": "
+          << (d.physical_index >= 0 ? std::to_string(d.physical_index) : "null")
+          << ", \"uuid\": " << (d.uuid.empty() ? "null" : json_quote(d.uuid))
+          << ", \"runner_visible_devices\": " << json_quote(d.runner_visible)
+          << ", \"test_fake\": " << (d.test_fake ? "true" : "false")
+          << ", \"held_by\": " << holder_json(d, holder_of(d, lock_dir))
           << ", \"clocks\": " << clocks_json(d, clocks_of(d)) << "}";
     }
     out << "]\n";
     std::cout << out.str();
     return 0;
   }
+  std::printf("CUDA_VISIBLE_DEVICES: %s\n", mask == nullptr
+                                                ? "unset (every GPU of the host)"
+                                                : (*mask == '\0' ? "empty (no GPU)" : mask));
   std::printf("%-8s %-40s %10s %6s %-10s %s\n", "device", "name", "memory", "units", "capability",
               "clocks (current/max)");
   for (auto& d : found) {
@@ -110,10 +152,24 @@ int devices(bool json) {
     std::printf("%-8s %-40s %10s %6d %-10s %s\n", d.id.c_str(), d.name.c_str(), mem,
                 d.multiprocessors, d.capability.empty() ? "-" : d.capability.c_str(),
                 clocks_text(d, clocks_of(d)).c_str());
+    if (d.id != "cpu") {
+      // What every process calls this GPU, and what its runners are given.
+      std::string where = d.physical_index >= 0 ? "physical GPU " + std::to_string(d.physical_index)
+                                                : std::string{"physical GPU ?"};
+      if (!d.uuid.empty())
+        where += ", " + d.uuid;
+      if (!d.pci_bus_id.empty())
+        where += ", PCI " + d.pci_bus_id;
+      std::printf("%-8s %s; runners get CUDA_VISIBLE_DEVICES=%s\n", "", where.c_str(),
+                  d.runner_visible.c_str());
+    }
+    if (auto h = holder_of(d, lock_dir))
+      std::printf("%-8s %s\n", "", describe_holder(d.id, *h).c_str());
   }
   auto& nvml = nvml_library::system();
   std::printf("nvml: %s\n", nvml.available() ? "loaded" : nvml.problem().c_str());
   std::printf("sandbox: %s\n", probe_sandbox().description().c_str());
+  std::printf("device locks: %s\n", lock_dir.empty() ? "none" : lock_dir.c_str());
   return 0;
 }
 

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "actors/supervisor.hpp"
 #include "config/defaults.hpp"
 #include "gpu/build_cache.hpp"
+#include "gpu/device_lock.hpp"
 #include "gpu/devices.hpp"
 #include "gpu/python.hpp"
 #include "messages/error.hpp"
@@ -152,6 +154,21 @@ int run(const run_args& args) {
   spdlog::info("kiln {}: run of {} task(s) into {}", KILN_VERSION, plan.tasks.size(), out);
   auto query_limit = plan.cfg.budget.queries_per_task;
   plan.on_progress = print_progress;
+  // Every device of the run is held from before its evaluators start until the run ends: no
+  // other kiln process on the host evaluates on them meanwhile (gpu/device_lock.hpp).
+  std::vector<device_claim> claims;
+  try {
+    std::vector<std::string> ids;
+    for (const auto& e : plan.evaluators)
+      if (std::find(ids.begin(), ids.end(), e.device) == ids.end())
+        ids.push_back(e.device);
+    claims = claim_devices(ids, {plan.cfg.evaluator.device_lock_wait_s, "",
+                                 plan.evaluators.front().cache_dir, {}});
+  } catch (const std::exception& e) {
+    spdlog::error("kiln: {}", e.what());
+    std::cerr << "kiln: " << e.what() << "\n";
+    return 1;
+  }
 
   caf::actor_system_config cfg;
   add_message_types(cfg);

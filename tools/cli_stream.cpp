@@ -23,6 +23,7 @@
 #include "actors/evaluator.hpp"
 #include "config/defaults.hpp"
 #include "gpu/build_cache.hpp"
+#include "gpu/device_lock.hpp"
 #include "gpu/devices.hpp"
 #include "gpu/json_text.hpp"
 #include "gpu/python.hpp"
@@ -116,6 +117,15 @@ int eval_stream(const eval_args& args) {
     return 2;
   }
   quiet_logging();
+  // Held until the process ends: no other kiln process on the host evaluates on the device
+  // meanwhile (gpu/device_lock.hpp).
+  std::vector<device_claim> claims;
+  try {
+    claims = claim_devices({device.id}, {ev.device_lock_wait_s, "", cache_dir, {}});
+  } catch (const std::exception& e) {
+    std::cerr << "kiln: " << e.what() << "\n";
+    return 1;
+  }
   for (auto& e : entries)
     if (args.timeout_s > 0)
       e.job.timeout_s = args.timeout_s;

@@ -108,6 +108,7 @@ TEST_CASE("reference.toml loads and documents exactly the defaults") {
   CHECK(e.max_timing_s == de.max_timing_s);
   CHECK(e.target_ci == de.target_ci);
   CHECK(e.mode == de.mode);
+  CHECK(e.device_lock_wait_s == de.device_lock_wait_s);
 
   REQUIRE(cfg.llm.size() == 1);
   const llm_profile_config dp;
@@ -266,6 +267,25 @@ TEST_CASE("a value out of range names its bounds") {
 
   path = write("range-seed.toml", "[run]\nseed = -1\n");
   CHECK(error_of(path) == path + ":2:8: [run] seed must be >= 0");
+}
+
+TEST_CASE("device_lock_wait_s is seconds from 0 (do not wait) to a week, with its place") {
+  CHECK(load_config(write("lock-wait.toml", "[evaluator]\ndevice_lock_wait_s = 0\n"))
+            .evaluator.device_lock_wait_s
+        == 0.0);
+  CHECK(load_config(write("lock-wait-int.toml", "[evaluator]\ndevice_lock_wait_s = 30\n"))
+            .evaluator.device_lock_wait_s
+        == 30.0);
+  CHECK(load_config(write("lock-wait-none.toml", "")).evaluator.device_lock_wait_s
+        == defaults::device_lock_wait_s);
+  auto path = write("lock-wait-neg.toml", "[evaluator]\ndevice_lock_wait_s = -1\n");
+  CHECK(error_of(path)
+        == path + ":2:22: [evaluator] device_lock_wait_s must be between 0 and 604800");
+  path = write("lock-wait-inf.toml", "[evaluator]\ndevice_lock_wait_s = inf\n");
+  CHECK(error_of(path) == path + ":2:22: [evaluator] device_lock_wait_s must be a finite number");
+  path = write("lock-wait-str.toml", "[evaluator]\ndevice_lock_wait_s = \"10 s\"\n");
+  CHECK(error_of(path)
+        == path + ":2:22: [evaluator] device_lock_wait_s must be a number, not a string");
 }
 
 TEST_CASE("a word outside its set lists the allowed ones") {
