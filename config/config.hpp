@@ -47,6 +47,7 @@ struct evaluator_config {
   double min_timing_s = defaults::min_timing_s;
   double max_timing_s = defaults::max_timing_s;
   double target_ci = defaults::target_ci;
+  int64_t borderline_trials = defaults::borderline_trials;
   std::string mode = defaults::mode;
   std::string cache_dir = defaults::cache_dir;
   int64_t compile_workers = defaults::compile_workers;

@@ -423,7 +423,8 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
                                 "gpu_lanes",    "compile_timeout_s",
                                 "pool_size",    "memory_limit_gb",
                                 "sandbox",      "retime_rounds",
-                                "retime_top",   "device_lock_wait_s"}};
+                                "retime_top",   "borderline_trials",
+                                "device_lock_wait_s"}};
   if (auto* n = t.get("devices"))
     read_devices(s, *n, ev.devices);
   // A bare name such as `python3` is looked up on PATH; only a path is tied to the config's dir.
@@ -453,6 +454,7 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
   s.choice("sandbox", ev.sandbox, sandbox_modes);
   s.integer("retime_rounds", ev.retime_rounds, between(0, 100));
   s.integer("retime_top", ev.retime_top, between(1, 100));
+  s.integer("borderline_trials", ev.borderline_trials, between(0, 100));
   s.number("device_lock_wait_s", ev.device_lock_wait_s, between(0, 604800));
 }
 

@@ -154,9 +154,14 @@ def _main(argv, gate_fd=None):
         if mode == "candidate":
             guard.candidate_file = job["candidate_path"]
             candidate = load_module(job["candidate_path"], "kiln_candidate")
+            # KernelBench's contract is ModelNew; published solution sets and PIKE's own
+            # evaluator take the file's Model when it has none (the verdict notes it).
             model_class = getattr(candidate, "ModelNew", None)
             if model_class is None:
-                raise ImportError("no class ModelNew")
+                model_class = getattr(candidate, "Model", None)
+                result["model_class"] = "Model"
+            if model_class is None:
+                raise ImportError("the candidate defines neither class ModelNew nor class Model")
         elif mode == "reference":
             model_class = getattr(task, "Model", None)
             if model_class is None:
@@ -225,7 +230,7 @@ def _main(argv, gate_fd=None):
         def call(inputs, name, seed):
             """One checked call: poison, forward, integrity checks, outputs saved at once."""
             originals = [guard.clone(x) if isinstance(x, torch.Tensor) else None for x in inputs]
-            if candidate_mode:
+            if candidate_mode and job.get("poison", True):
                 _poison(torch, device)
             with torch.no_grad():
                 out = model(*inputs)
@@ -695,9 +700,18 @@ def _poison(torch, device):
         blocks += [torch.full((128 * 1024,), nan, device=device) for _ in range(32)]
         del blocks
     else:
-        # glibc reuses a freed chunk below its mmap threshold (32 MB in the runner): cheap.
-        block = torch.full((4 * 1024 * 1024,), nan)
-        del block
+        # glibc reuses freed chunks below its mmap threshold (32 MB in the runner) from bins
+        # sorted by size: one NaN chunk of every size from 4 KiB to 4 MiB, two of each (one
+        # big block alone ends in the top chunk, and a 64 KiB output then came from a chunk
+        # that held free-list pointers), plus one of 16 MiB. About 32 MB to fill per call.
+        blocks = []
+        size = 1024
+        while size <= (1 << 20):
+            blocks.append(torch.full((size,), nan))
+            blocks.append(torch.full((size,), nan))
+            size *= 2
+        blocks.append(torch.full((4 * 1024 * 1024,), nan))
+        del blocks
 
 
 def _state_snapshot(torch, model):

@@ -16,6 +16,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "gpu/judge.hpp"
 #include "gpu/evaluate.hpp"
 #include "gpu/python.hpp"
 
@@ -134,6 +135,8 @@ void check_rows(bool (*pick)(const entry&)) {
              << " (" << v.reason << ")" << notes << "\nstderr: " << v.stderr_tail);
     CHECK(std::string{to_string(v.status)} == e.verdict);
     CHECK(v.reason.find(e.reason) != std::string::npos);
+    const auto& codes = kiln::verdict_codes();
+    CHECK(std::find(codes.begin(), codes.end(), v.code) != codes.end());
     if (!e.note.empty())
       CHECK(std::any_of(v.notes.begin(), v.notes.end(),
                         [&](const std::string& n) { return n.find(e.note) != std::string::npos; }));
