@@ -2,6 +2,8 @@
 //
 //   candidate.py ─> runner `compile` (CUDA_VISIBLE_DEVICES="", TORCH_CUDA_ARCH_LIST=<arch>)
 //        imports the candidate; kiln_build.py routes every load_inline / load through the cache
+//        (a hit loads from it; a miss builds into the runner's staging folder, and run_runner
+//        publishes what it can verify once the runner has ended)
 //   ─> no result (crash) or timeout ─> once more ─> still none: compile_error
 //   ─> a build failed and the import with it: compile_error with the compiler's error line
 //   ─> the import failed otherwise (needs a GPU?): no verdict, the GPU stage decides
@@ -18,6 +20,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <simdjson.h>
@@ -125,7 +129,6 @@ compile_outcome compile_engine::compile(const eval_job& job) {
         runner_settings_, harness_path_, {}, "", "cpu", std::max(1, settings_.threads)};
     ctx.scratch = make_scratch(runner_settings_.work_dir, counter_);
     guard.dir = ctx.scratch;
-    fs::create_directories(ctx.scratch + "/tmp");
     auto candidate_path = ctx.scratch + "/candidate.py";
     write_file(candidate_path, job.code);
 
@@ -204,6 +207,27 @@ pch_outcome compile_engine::build_pch(const std::string& key) {
     out.error = "bad precompiled header key '" + key + "'";
     return out;
   }
+  const auto header = fs::path{settings_.cache_dir} / "pch" / key / "torch" / "extension.h.gch";
+  const auto request = fs::path{settings_.cache_dir} / "pch" / "requests" / (key + ".json");
+  std::error_code ignored;
+  if (fs::exists(header, ignored)) {
+    fs::remove(request, ignored);
+    out.ok = true;
+    out.state = "exists";
+    return out;
+  }
+  // kiln holds the header's lock, not the runner (which may not write in the cache): from the
+  // runner's start until its header is published, no other worker builds the same one.
+  const int lock =
+      ::open(pch_lock_path(settings_.cache_dir, key).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0 || ::flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    if (lock >= 0)
+      ::close(lock);
+    out.state = "busy";
+    out.error = lock < 0 ? std::string{"cannot open its lock: "} + std::strerror(errno) : "";
+    out.ok = lock >= 0;
+    return out;
+  }
   scratch_guard guard;
   guard.keep = settings_.keep_scratch;
   try {
@@ -211,7 +235,6 @@ pch_outcome compile_engine::build_pch(const std::string& key) {
         runner_settings_, harness_path_, {}, "", "cpu", std::max(1, settings_.threads)};
     ctx.scratch = make_scratch(runner_settings_.work_dir, counter_);
     guard.dir = ctx.scratch;
-    fs::create_directories(ctx.scratch + "/tmp");
     runner_job rj;
     rj.mode = "compile";
     rj.dir = ctx.scratch + "/pch";
@@ -229,10 +252,24 @@ pch_outcome compile_engine::build_pch(const std::string& key) {
     } else {
       out = read_pch_result(rj.dir + "/result.json");
     }
+    if (out.ok && out.state == "built") {
+      auto staged = publish_pch(rj.dir + "/stage", settings_.cache_dir, key);
+      if (staged.published == 0 && staged.existing > 0) {
+        out.state = "exists";
+      } else if (staged.published == 0) {
+        out.ok = false;
+        out.state = "failed";
+        out.error = staged.problems.empty() ? "the pch runner staged no header"
+                                            : "not published: " + staged.problems.front();
+      }
+    }
+    if (out.ok && (out.state == "built" || out.state == "exists"))
+      fs::remove(request, ignored);
   } catch (const std::exception& e) {
     out.state = "failed";
     out.error = e.what();
   }
+  ::close(lock); // releases the flock
   out.wall_ms = ms_since(t0);
   if (out.ok)
     spdlog::info("compile stage: precompiled header {}: {} in {:.1f} s", key.substr(0, 12),

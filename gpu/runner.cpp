@@ -84,6 +84,7 @@ std::string job_json(const runner_job& j, const evaluator_config& cfg) {
     << "}, \"threads\": " << j.threads << ", \"pike_mode\": " << (j.pike ? "true" : "false")
     << ", \"compile_mode\": " << json_quote(j.compile_mode)
     << ", \"cache_dir\": " << json_quote(j.cache_dir)
+    << ", \"stage_dir\": " << json_quote(j.stage_dir)
     << ", \"arch_list\": " << json_quote(j.arch_list) << ", \"pch_key\": " << json_quote(j.pch_key)
     << ", \"recheck_seed\": " << (j.recheck ? std::to_string(j.recheck_seed) : std::string{"null"})
     << ", \"inputs_on\": " << json_quote(j.inputs_on)
@@ -261,8 +262,8 @@ void parse_result(const std::string& path, runner_report& r) {
 
 /// The runners' environment: nothing inherited but CUDA_HOME, so a run does not depend on the
 /// shell kiln was started from.
-std::vector<std::string> runner_env(const std::string& python, const std::string& scratch,
-                                    const std::string& work_dir, const std::string& visible,
+std::vector<std::string> runner_env(const std::string& python, const std::string& home,
+                                    const std::string& tmp, const std::string& visible,
                                     int threads) {
   // The interpreter's own folder first: a virtual environment keeps `ninja` (which
   // torch.utils.cpp_extension needs) next to its python.
@@ -272,8 +273,8 @@ std::vector<std::string> runner_env(const std::string& python, const std::string
     path = py_dir + ":" + path;
   std::vector<std::string> env = {
       "PATH=" + path,
-      "HOME=" + scratch,
-      "TMPDIR=" + scratch + "/tmp",
+      "HOME=" + home,
+      "TMPDIR=" + tmp,
       "LANG=C.UTF-8",
       "PYTHONDONTWRITEBYTECODE=1",
       "OMP_NUM_THREADS=" + std::to_string(threads),
@@ -285,8 +286,11 @@ std::vector<std::string> runner_env(const std::string& python, const std::string
       // call, depending on history). Fixed thresholds make reference and candidate comparable.
       "MALLOC_MMAP_THRESHOLD_=33554432",
       "MALLOC_TRIM_THRESHOLD_=17179869184",
-      "TORCH_EXTENSIONS_DIR=" + work_dir + "/cache/torch_extensions",
-      "TRITON_CACHE_DIR=" + work_dir + "/cache/triton",
+      // The runner's own, like everything it writes: torch, Triton and Inductor build there
+      // unless kiln_build.py points them at the shared cache (read) and its staging (write).
+      "TORCH_EXTENSIONS_DIR=" + tmp + "/torch_extensions",
+      "TRITON_CACHE_DIR=" + tmp + "/triton",
+      "TORCHINDUCTOR_CACHE_DIR=" + tmp + "/torchinductor",
       "CUDA_VISIBLE_DEVICES=" + visible,
   };
   // Passed through when set: where CUDA and the driver's libraries live (container hosts keep
@@ -353,10 +357,13 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
   // The harness is re-checked before every start: an earlier candidate may have rewritten it
   // (without Landlock nothing stops it).
   install_harness(ctx.settings.work_dir);
-  // Every runner shares the build cache, so a candidate compiled ahead only loads.
+  // Every runner reads the build cache, so a candidate compiled ahead only loads; what it
+  // builds itself it stages in its own folder, and kiln publishes that once it has ended.
   auto shared = job;
   if (shared.cache_dir.empty())
     shared.cache_dir = ctx.settings.cache_dir;
+  if (!shared.cache_dir.empty())
+    prepare_cache_dir_once(shared.cache_dir);
   if (ctx.pool != nullptr) {
     std::string error;
     auto runner = ctx.pool->take(error);
@@ -372,6 +379,7 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
     guard->keep = ctx.settings.keep_scratch;
     r.dir_guard = std::move(guard);
     shared.dir = r.dir;
+    shared.stage_dir = r.dir + "/stage";
     auto job_path = r.dir + "/job.json";
     write_file(job_path, job_json(shared, ctx.settings.cfg));
     r.stdout_path = runner->stdout_path();
@@ -388,18 +396,21 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
     r.proc = runner->run(job_path, timeout_s, 2, ask);
   } else {
     r.dir = job.dir;
-    fs::create_directories(job.dir);
+    // The job's folder is the runner's own (HOME, its tmp/ as /tmp, its staging): the rest of
+    // the evaluation's scratch (task.py, candidate.py) stays out of its reach.
+    fs::create_directories(job.dir + "/tmp");
+    shared.stage_dir = job.dir + "/stage";
     auto job_path = job.dir + "/job.json";
     shared.gate = false; // a cold runner has no control socket to ask through
     write_file(job_path, job_json(shared, ctx.settings.cfg));
     auto policy = runner_sandbox(ctx.settings);
     policy.writable_dirs.push_back(job.dir);
-    if (!ctx.scratch.empty())
-      policy.writable_dirs.push_back(ctx.scratch); // HOME and TMPDIR of a cold runner
+    policy.private_tmp = job.dir + "/tmp";
     process_options opts;
     opts.argv = {ctx.settings.python, "-I", "-B", ctx.harness_path, job_path};
-    opts.env = runner_env(ctx.settings.python, ctx.scratch, ctx.settings.work_dir,
-                          ctx.visible_devices, ctx.threads);
+    opts.env = runner_env(ctx.settings.python, job.dir,
+                          tmp_is_private(policy) ? "/tmp" : policy.private_tmp, ctx.visible_devices,
+                          ctx.threads);
     opts.cwd = job.dir;
     r.stdout_path = job.dir + "/stdout.txt";
     r.stderr_path = job.dir + "/stderr.txt";
@@ -411,6 +422,10 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
     spdlog::debug("evaluator {}: {} runner in {}", ctx.settings.device, job.mode, job.dir);
     r.proc = run_process(opts);
   }
+  // The runner and everything it started have ended (its PID namespace is gone): nothing can
+  // change its staged builds while kiln checks and copies them.
+  if (r.proc.started && !shared.cache_dir.empty())
+    r.staged = publish_staged(shared.stage_dir, shared.cache_dir);
   // After a timeout there is normally no result; one written before a hang at exit counts.
   if (r.proc.started)
     parse_result(r.dir + "/result.json", r);
@@ -447,17 +462,31 @@ std::string runner_suspicion(const runner_report& r, bool cuda) {
 sandbox_policy runner_sandbox(const eval_settings& settings) {
   sandbox_policy p;
   p.mode = parse_sandbox_mode(settings.cfg.sandbox);
-  // TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR live there (runner_env); made here because a
-  // sandboxed runner could not create it in the read-only work_dir.
+  // A folder the engine's runners share and kiln reads nothing from (tests hand files to their
+  // stand-in interpreters through it); made here because a sandboxed runner could not create
+  // it in the read-only work_dir. The shared build cache is not writable at all: runners stage
+  // their builds in their own folders and kiln publishes them (gpu/build_cache.hpp).
   std::error_code ec;
-  fs::create_directories(settings.work_dir + "/cache", ec);
-  p.writable_dirs.push_back(settings.work_dir + "/cache");
-  // The build cache's working folders, not its root: `<cache>/reference` holds the reference
-  // timings, which a candidate must not be able to rewrite.
-  if (!settings.cache_dir.empty())
-    for (const char* sub : {"ext", "pch", "triton", "inductor", "locks", "tmp"})
-      if (auto dir = settings.cache_dir + "/" + sub; fs::is_directory(dir))
-        p.writable_dirs.push_back(dir);
+  const auto shared_dir = settings.work_dir + "/cache";
+  fs::create_directories(shared_dir, ec);
+  const auto cache_rel = fs::path{settings.cache_dir}.lexically_normal().lexically_relative(
+      fs::path{shared_dir}.lexically_normal());
+  if (!settings.cache_dir.empty() && !cache_rel.empty() && cache_rel.native().rfind("..", 0) != 0)
+    spdlog::error("evaluator {}: the build cache {} lies in the runners' shared folder {}, which "
+                  "stays read-only to them",
+                  settings.device, settings.cache_dir, shared_dir);
+  else
+    p.writable_dirs.push_back(shared_dir);
+  // Under a private /tmp the runner must still find these by their names (`kiln eval` works
+  // in /tmp/kiln-eval-<pid>; a virtual environment may live there; CUDA's MPS clients talk to
+  // their daemon through /tmp/nvidia-mps).
+  p.keep_in_tmp = {settings.work_dir, settings.cache_dir, "/tmp/nvidia-mps"};
+  if (!settings.python.empty()) {
+    p.keep_in_tmp.push_back(fs::path{settings.python}.parent_path().parent_path().string());
+    auto real = fs::weakly_canonical(settings.python, ec);
+    if (!ec)
+      p.keep_in_tmp.push_back(real.parent_path().parent_path().string());
+  }
   if (settings.device == "cpu") {
     double gb = settings.cfg.memory_limit_gb;
     if (gb > 0) {
@@ -481,9 +510,9 @@ runner_launch runner_pool_launch(const eval_settings& settings, const std::strin
   std::string visible;
   std::string runner_device;
   map_device(settings.device, visible, runner_device);
-  l.env = [python = settings.python, work_dir = settings.work_dir, visible,
-           threads = runner_threads(settings.cfg)](const std::string& dir) {
-    return runner_env(python, dir, work_dir, visible, threads);
+  l.env = [python = settings.python, visible,
+           threads = runner_threads(settings.cfg)](const std::string& dir, const std::string& tmp) {
+    return runner_env(python, dir, tmp, visible, threads);
   };
   l.sandbox = runner_sandbox(settings);
   // A torch import takes a core for about a second: on the CPU device that would disturb the

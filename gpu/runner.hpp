@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/build_cache.hpp"
 #include "gpu/evaluate.hpp"
 #include "gpu/process.hpp"
 #include "gpu/runner_pool.hpp"
@@ -54,8 +55,12 @@ struct runner_job {
   double pike_warmup_ms = 0;
   /// Rotating input sets; 0 lets the harness choose (enough to exceed the L2, at least 2).
   int buffer_sets = 0;
-  /// The shared build cache; empty takes the settings' (run_runner), still empty: none.
+  /// The shared build cache, which the runner reads; empty takes the settings' (run_runner),
+  /// still empty: none.
   std::string cache_dir;
+  /// Where the runner stages its builds for kiln to publish into the cache once it has ended
+  /// (gpu/build_cache.hpp); set by run_runner: `stage/` of the runner's own folder.
+  std::string stage_dir;
   /// TORCH_CUDA_ARCH_LIST for extension builds (e.g. `9.0`); empty: the device's capability.
   std::string arch_list;
   /// Compile mode only: build this requested precompiled header instead of importing.
@@ -143,6 +148,8 @@ struct runner_report {
   /// taken by a runner that got past its gate.
   bool gate_go = false;
   std::string nonce; ///< as result.json reports it
+  /// What kiln published into the build cache from the runner's staging folder.
+  staging_report staged;
   std::string stdout_path;
   std::string stderr_path;
 };
@@ -183,8 +190,9 @@ std::string job_json(const runner_job& j, const evaluator_config& cfg);
 void parse_result(const std::string& path, runner_report& r);
 
 /// The runners' environment: nothing inherited but the few variables named in runner.cpp.
-std::vector<std::string> runner_env(const std::string& python, const std::string& scratch,
-                                    const std::string& work_dir, const std::string& visible,
+/// `home` is the runner's own folder, `tmp` its TMPDIR (`/tmp` where that is private to it).
+std::vector<std::string> runner_env(const std::string& python, const std::string& home,
+                                    const std::string& tmp, const std::string& visible,
                                     int threads);
 
 /// `program` as an absolute path (looked up on PATH when it is a bare name).
@@ -205,8 +213,9 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
 /// text in its error or stderr on a CUDA device); empty when it does not.
 std::string runner_suspicion(const runner_report& r, bool cuda);
 
-/// The isolation of this engine's runners: `[evaluator] sandbox`, writable caches, and for the
-/// CPU an address-space limit (`memory_limit_gb`, 0 = three quarters of physical memory).
+/// The isolation of this engine's runners: `[evaluator] sandbox`, `<work_dir>/cache` writable
+/// (never the shared build cache), and for the CPU an address-space limit (`memory_limit_gb`,
+/// 0 = three quarters of physical memory). Each runner adds its own folder and private /tmp.
 sandbox_policy runner_sandbox(const eval_settings& settings);
 
 /// How the engine's pool starts runners for `settings.device`.

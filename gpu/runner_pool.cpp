@@ -145,9 +145,12 @@ std::unique_ptr<runner_process> runner_pool::spawn(bool warm, std::string& error
   r->control_ = pair[0];
   sandbox_policy policy = launch_.sandbox;
   policy.writable_dirs.push_back(r->dir_);
+  policy.private_tmp = r->dir_ + "/tmp";
   process_options opts;
   opts.argv = {launch_.python, "-I", "-B", launch_.harness_path, "--serve"};
-  opts.env = launch_.env ? launch_.env(r->dir_) : std::vector<std::string>{};
+  // Where the sandbox mounts it, the folder is the runner's /tmp; elsewhere only TMPDIR says so.
+  const std::string tmp = tmp_is_private(policy) ? "/tmp" : policy.private_tmp;
+  opts.env = launch_.env ? launch_.env(r->dir_, tmp) : std::vector<std::string>{};
   opts.cwd = r->dir_;
   opts.stdout_path = r->stdout_path();
   opts.stderr_path = r->stderr_path();

@@ -2,8 +2,9 @@
 
 // Pre-warmed runner interpreters of one device (docs/evaluation.md, "The runner pool").
 //
-//   spawn: <python> -I -B kiln_harness.py --serve   in its own folder (cwd, HOME, TMPDIR,
-//          the only place it may write besides the caches), sandboxed
+//   spawn: <python> -I -B kiln_harness.py --serve   in its own folder (cwd, HOME, and its
+//          tmp/ as /tmp and TMPDIR: the only place it may write besides `<work_dir>/cache`),
+//          sandboxed
 //     └─ imports torch (never CUDA), writes "ready\n" to its control socket (its stdin),
 //        blocks reading one line
 //   take:  an idle runner that is still alive (else a cold one, started now)
@@ -34,9 +35,10 @@ struct runner_launch {
   std::string python;
   std::string harness_path;
   std::string runners_dir; ///< each runner gets a fresh folder `r<n>-<pid>` in here
-  /// The environment of a runner whose folder is `dir`.
-  std::function<std::vector<std::string>(const std::string& dir)> env;
-  /// Isolation; the runner's own folder is added to the writable folders.
+  /// The environment of a runner whose folder (and HOME) is `dir` and whose TMPDIR is `tmp`.
+  std::function<std::vector<std::string>(const std::string& dir, const std::string& tmp)> env;
+  /// Isolation; the runner's own folder is added to the writable folders, its `tmp/` becomes
+  /// its private /tmp.
   sandbox_policy sandbox;
   /// Refill as soon as a runner is taken (CUDA); otherwise only when `refill()` is called,
   /// between evaluations (CPU: a torch import in the background would disturb CPU timings).

@@ -7,6 +7,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
@@ -80,8 +82,9 @@ std::string errno_text(int err) {
 
 // Tries `flags` in a child that exits at once, after `then` when given (its errno, or 0): the
 // only reliable way to learn whether this process may create those namespaces (capabilities,
-// user-namespace sysctls, seccomp filters of a container and LSMs all have a say).
-std::string try_clone(int flags, int (*then)() = nullptr) {
+// user-namespace sysctls, seccomp filters of a container and LSMs all have a say). `what` names
+// the step `then` takes, for the error.
+std::string try_clone(int flags, int (*then)() = nullptr, const char* what = "") {
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0)
     return errno_text(errno);
@@ -108,17 +111,118 @@ std::string try_clone(int flags, int (*then)() = nullptr) {
   }
   if (got != static_cast<ssize_t>(sizeof err))
     return "the probe child died";
-  return err == 0 ? std::string{} : "cannot mount a /proc of its own: " + errno_text(err);
+  return err == 0 ? std::string{} : std::string{what} + ": " + errno_text(err);
+}
+
+// The mounts below run in the child between fork and exec: async-signal-safe calls only.
+
+// Mounts made in the runner's namespace must never reach the host's (the root's propagation
+// may be shared, as systemd sets it up).
+int make_mounts_private() {
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    return errno;
+  return 0;
 }
 
 // A PID namespace needs a /proc of its own: the CUDA driver looks itself up in /proc by the pid
 // getpid() returns, which in the host's /proc is another process (measured on the H200 host:
-// cudaGetDeviceCount fails with error 304 under `unshare -p -f` alone). Async-signal-safe.
+// cudaGetDeviceCount fails with error 304 under `unshare -p -f` alone).
 int mount_own_proc() {
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-    return errno;
   if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
     return errno;
+  return 0;
+}
+
+// The runner's own folder as its /tmp. A bind mount, not a tmpfs: extension builds put hundreds
+// of megabytes there, which belong on the work folder's disk rather than in memory, and the
+// folder goes with the runner's.
+// The runner's /tmp, and beneath it the folders of the old one that stay reachable by their
+// paths: each opened first and bound back through /proc/self/fd once the new /tmp hides it (a
+// bind's source must be a mount of this namespace, so none can be opened before the clone).
+// `keep` become read-only, `writable` (beneath them) stay writable.
+int mount_private_tmp(const char* source, const std::vector<std::string>& keep,
+                      const std::vector<std::string>& writable) {
+  constexpr size_t max = sandbox_plan::max_tmp_keeps;
+  int fds[max];
+  size_t opened = 0;
+  const size_t wanted = keep.size() + writable.size();
+  // By reference: a copy would allocate, which a forked child of a threaded parent may not.
+  auto path_of = [&](size_t i) -> const std::string& {
+    return i < keep.size() ? keep[i] : writable[i - keep.size()];
+  };
+  int err = wanted > max ? E2BIG : 0;
+  for (; err == 0 && opened < wanted; ++opened) {
+    fds[opened] = ::open(path_of(opened).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fds[opened] < 0) {
+      err = errno;
+      break;
+    }
+  }
+  if (err == 0 && ::mount(source, "/tmp", nullptr, MS_BIND, nullptr) != 0)
+    err = errno;
+  for (size_t i = 0; i < opened; ++i) {
+    if (err == 0) {
+      // "/proc/self/fd/" and the descriptor's digits, without the allocator.
+      char path[32] = "/proc/self/fd/";
+      char digits[12];
+      int n = 0;
+      for (unsigned v = static_cast<unsigned>(fds[i]); n == 0 || v > 0; v /= 10)
+        digits[n++] = static_cast<char>('0' + v % 10);
+      size_t at = 14;
+      while (n > 0)
+        path[at++] = digits[--n];
+      path[at] = '\0';
+      const char* target = path_of(i).c_str();
+      if (::mount(path, target, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+        err = errno;
+      } else if (i < keep.size()) {
+        // A bind's own flags change by a remount; those the file system is mounted with must
+        // be repeated, or the remount is refused.
+        struct statvfs sv {};
+        unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
+        if (::statvfs(target, &sv) == 0) {
+          flags |= (sv.f_flag & ST_NOSUID) ? MS_NOSUID : 0;
+          flags |= (sv.f_flag & ST_NODEV) ? MS_NODEV : 0;
+          flags |= (sv.f_flag & ST_NOEXEC) ? MS_NOEXEC : 0;
+          flags |= (sv.f_flag & ST_NOATIME) ? MS_NOATIME : 0;
+          flags |= (sv.f_flag & ST_NODIRATIME) ? MS_NODIRATIME : 0;
+          flags |= (sv.f_flag & ST_RELATIME) ? MS_RELATIME : 0;
+        }
+        if (::mount(nullptr, target, nullptr, flags, nullptr) != 0)
+          err = errno;
+      }
+    }
+    ::close(fds[i]);
+  }
+  return err;
+}
+
+int mount_private_shm(const char* options) {
+  if (::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, options) != 0)
+    return errno;
+  return 0;
+}
+
+bool is_directory(const char* path) {
+  struct stat st {};
+  return ::stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int probe_pid_mounts() {
+  if (int err = make_mounts_private(); err != 0)
+    return err;
+  return mount_own_proc();
+}
+
+// The mounts of a runner's /tmp and /dev/shm, made over themselves: only the probe child's own
+// view changes.
+int probe_tmp_mounts() {
+  if (int err = make_mounts_private(); err != 0)
+    return err;
+  if (int err = mount_private_tmp("/tmp", {}, {}); err != 0)
+    return err;
+  if (is_directory("/dev/shm"))
+    return mount_private_shm("size=1m");
   return 0;
 }
 
@@ -126,8 +230,15 @@ sandbox_support probe() {
   sandbox_support s;
   s.net_namespace_error = try_clone(CLONE_NEWNET);
   s.net_namespace = s.net_namespace_error.empty();
-  s.pid_namespace_error = try_clone(CLONE_NEWPID | CLONE_NEWNS, mount_own_proc);
+  s.pid_namespace_error =
+      try_clone(CLONE_NEWPID | CLONE_NEWNS, probe_pid_mounts, "cannot mount a /proc of its own");
   s.pid_namespace = s.pid_namespace_error.empty();
+  // The runner's mount namespace comes with its PID namespace (prepare_sandbox).
+  s.private_tmp_error =
+      s.pid_namespace
+          ? try_clone(CLONE_NEWNS, probe_tmp_mounts, "cannot mount its own /tmp and /dev/shm")
+          : "no mount namespace of its own (" + s.pid_namespace_error + ")";
+  s.private_tmp = s.private_tmp_error.empty();
   long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, ll::create_ruleset_version);
   if (abi > 0) {
     s.landlock_abi = static_cast<int>(abi);
@@ -249,11 +360,14 @@ std::string sandbox_support::description() const {
   pids += pid_namespace ? "own namespace and /proc"
                         : "shared, descendants may outlive a runner (new namespace: "
                               + pid_namespace_error + ")";
+  std::string tmp = "tmp: ";
+  tmp += private_tmp ? "private (own /tmp and /dev/shm)"
+                     : "TMPDIR only, /tmp and /dev/shm are the host's (" + private_tmp_error + ")";
   std::string files = "files: ";
   files += landlock_abi > 0 ? "landlock ABI " + std::to_string(landlock_abi)
-                                  + " (writes only to scratch and cache)"
+                                  + " (writes only to the runner's own folders)"
                             : "not isolated (landlock: " + landlock_error + ")";
-  return net + "; " + pids + "; " + files;
+  return net + "; " + pids + "; " + tmp + "; " + files;
 }
 
 std::string sandbox_support::missing() const {
@@ -264,6 +378,8 @@ std::string sandbox_support::missing() const {
                     + (landlock_abi > 0 ? std::to_string(landlock_abi) : landlock_error) + ")");
   if (!pid_namespace)
     parts.push_back("a new PID namespace (" + pid_namespace_error + ")");
+  if (!private_tmp)
+    parts.push_back("a private /tmp and /dev/shm (" + private_tmp_error + ")");
   if (landlock_abi == 0)
     parts.push_back("landlock (" + landlock_error + ")");
   std::string out;
@@ -275,6 +391,34 @@ std::string sandbox_support::missing() const {
 const sandbox_support& probe_sandbox() {
   static const sandbox_support support = probe();
   return support;
+}
+
+namespace {
+
+// A folder to keep that is /tmp itself or holds it (a work folder of `/tmp`) cannot be bound
+// back beneath a private /tmp.
+bool keeps_all_of_tmp(const sandbox_policy& policy) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto host_tmp = fs::canonical("/tmp", ec);
+  if (ec)
+    return false;
+  for (const auto& path : policy.keep_in_tmp) {
+    if (path.empty())
+      continue;
+    auto real = fs::weakly_canonical(path, ec);
+    auto rel = ec ? fs::path{} : host_tmp.lexically_relative(real);
+    if (!rel.empty() && rel.native().rfind("..", 0) != 0)
+      return true;
+  }
+  return false;
+}
+
+} // namespace
+
+bool tmp_is_private(const sandbox_policy& policy) {
+  return policy.mode != sandbox_mode::off && !policy.private_tmp.empty()
+         && probe_sandbox().private_tmp && !keeps_all_of_tmp(policy);
 }
 
 sandbox_plan::~sandbox_plan() {
@@ -291,9 +435,15 @@ sandbox_plan& sandbox_plan::operator=(sandbox_plan&& other) noexcept {
     return *this;
   if (landlock_fd >= 0)
     ::close(landlock_fd);
+  tmp_keeps = std::move(other.tmp_keeps);
+  tmp_writable = std::move(other.tmp_writable);
   clone_flags = other.clone_flags;
   landlock_fd = std::exchange(other.landlock_fd, -1);
   proc_self_rights = other.proc_self_rights;
+  tmp_source = std::move(other.tmp_source);
+  private_shm = other.private_shm;
+  shm_options = std::move(other.shm_options);
+  shm_rights = other.shm_rights;
   limit_memory = other.limit_memory;
   memory = other.memory;
   limit_files = other.limit_files;
@@ -305,6 +455,66 @@ sandbox_plan& sandbox_plan::operator=(sandbox_plan&& other) noexcept {
 bool sandbox_plan::new_pid_namespace() const {
   return (clone_flags & CLONE_NEWPID) != 0;
 }
+
+namespace {
+
+// The folders of `policy.keep_in_tmp` that lie beneath the host's /tmp, which the private /tmp
+// would hide, and the writable folders beneath those: the child binds them back over their
+// paths (mount_private_tmp), whose mount points are made now inside the runner's tmp folder.
+bool keep_tmp_paths(const sandbox_policy& policy, sandbox_plan& plan, std::string& error) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto host_tmp = fs::canonical("/tmp", ec);
+  if (ec)
+    return true;
+  auto beneath = [](const fs::path& p, const fs::path& dir) {
+    auto rel = p.lexically_relative(dir);
+    return !rel.empty() && rel.native().rfind("..", 0) != 0;
+  };
+  auto beneath_tmp = [&](const std::string& path, fs::path& real) {
+    if (path.empty())
+      return false;
+    real = fs::weakly_canonical(path, ec);
+    return !ec && fs::is_directory(real, ec) && real != host_tmp && beneath(real, host_tmp);
+  };
+  std::vector<fs::path> keep;
+  fs::path real;
+  for (const auto& path : policy.keep_in_tmp)
+    if (beneath_tmp(path, real))
+      keep.push_back(real);
+  std::sort(keep.begin(), keep.end());
+  std::vector<fs::path> kept;
+  for (const auto& k : keep)
+    // Nested in one already kept: the recursive bind of that one shows it.
+    if (kept.empty() || !beneath(k, kept.back()))
+      kept.push_back(k);
+  std::vector<fs::path> writable;
+  for (const auto& path : policy.writable_dirs)
+    if (beneath_tmp(path, real) && std::any_of(kept.begin(), kept.end(), [&](const fs::path& k) {
+          return beneath(real, k);
+        }))
+      writable.push_back(real);
+  if (kept.size() + writable.size() > sandbox_plan::max_tmp_keeps) {
+    error = "sandbox: more than " + std::to_string(sandbox_plan::max_tmp_keeps)
+            + " folders to keep beneath /tmp";
+    return false;
+  }
+  for (const auto& k : kept) {
+    const auto rel = k.lexically_relative(host_tmp);
+    fs::create_directories(fs::path{plan.tmp_source} / rel, ec);
+    if (ec) {
+      error = "sandbox: cannot make " + (fs::path{plan.tmp_source} / rel).string() + ": "
+              + ec.message();
+      return false;
+    }
+    plan.tmp_keeps.push_back((fs::path{"/tmp"} / rel).string());
+  }
+  for (const auto& w : writable)
+    plan.tmp_writable.push_back((fs::path{"/tmp"} / w.lexically_relative(host_tmp)).string());
+  return true;
+}
+
+} // namespace
 
 bool prepare_sandbox(const sandbox_policy& policy, sandbox_plan& plan, std::string& error) {
   plan = sandbox_plan{};
@@ -327,6 +537,13 @@ bool prepare_sandbox(const sandbox_policy& policy, sandbox_plan& plan, std::stri
     plan.clone_flags |= CLONE_NEWNET;
   if (support.pid_namespace)
     plan.clone_flags |= CLONE_NEWPID | CLONE_NEWNS;
+  if (tmp_is_private(policy)) {
+    plan.tmp_source = policy.private_tmp;
+    if (!keep_tmp_paths(policy, plan, error))
+      return false;
+    plan.private_shm = is_directory("/dev/shm");
+    plan.shm_options = "mode=1777,size=" + std::to_string(std::max(1L << 20, policy.shm_bytes));
+  }
 
   if (support.landlock_abi > 0) {
     int fd = create_ruleset(support, !support.net_namespace, error);
@@ -334,17 +551,30 @@ bool prepare_sandbox(const sandbox_policy& policy, sandbox_plan& plan, std::stri
       return false;
     plan.landlock_fd = fd;
     plan.proc_self_rights = ll::fs_write_file | (support.landlock_abi >= 3 ? ll::fs_truncate : 0);
-    const uint64_t rights = handled_fs_rights(support.landlock_abi);
+    // Device nodes are handled but never allowed: a runner with CAP_MKNOD could otherwise
+    // make one for a disk in its own folder and write the disk through it.
+    const uint64_t rights =
+        handled_fs_rights(support.landlock_abi) & ~(ll::fs_make_char | ll::fs_make_block);
     for (const auto& dir : policy.writable_dirs)
       if (!allow_path(fd, dir, rights, support.landlock_abi, error))
         return false;
+    // A rule of its own: Landlock matches the inodes along a path, and beneath the bind mount
+    // /tmp the walk goes from the folder (the mount's root) to /, never through the runner's
+    // folder that holds it.
+    if (!policy.private_tmp.empty()
+        && !allow_path(fd, policy.private_tmp, rights, support.landlock_abi, error))
+      return false;
     for (const auto& file : device_files())
       if (!allow_path(fd, file, ll::fs_write_file | ll::fs_truncate, support.landlock_abi, error))
         return false;
     // POSIX semaphores and shared memory live there: Python's multiprocessing (used by
-    // torch.compile's worker pool) cannot create a lock without it.
-    std::string ignored;
-    allow_path(fd, "/dev/shm", rights, support.landlock_abi, ignored);
+    // torch.compile's worker pool) cannot create a lock without it. A private one is mounted
+    // after fork, so its rule is added then (apply_file_rules); else the host's is writable.
+    plan.shm_rights = rights;
+    if (!plan.private_shm) {
+      std::string ignored;
+      allow_path(fd, "/dev/shm", rights, support.landlock_abi, ignored);
+    }
   }
 
   if (policy.memory_limit_bytes > 0) {
@@ -382,6 +612,10 @@ const char* describe(sandbox_stage stage) {
       return "landlock_restrict_self";
     case sandbox_stage::proc_mount:
       return "mounting the runner's own /proc";
+    case sandbox_stage::tmp_mount:
+      return "mounting the runner's own /tmp";
+    case sandbox_stage::shm_mount:
+      return "mounting the runner's own /dev/shm";
   }
   return "sandbox";
 }
@@ -403,11 +637,22 @@ int apply_sandbox(const sandbox_plan& plan, sandbox_stage& stage) {
   if (plan.limit_files && ::setrlimit(RLIMIT_NOFILE, &plan.files) != 0)
     return errno;
   // Before Landlock, which forbids mounts.
+  if ((plan.clone_flags & CLONE_NEWNS) == 0)
+    return 0;
   stage = sandbox_stage::proc_mount;
-  if ((plan.clone_flags & CLONE_NEWNS) != 0)
-    if (int err = mount_own_proc(); err != 0)
+  if (int err = make_mounts_private(); err != 0)
+    return err;
+  stage = sandbox_stage::tmp_mount;
+  if (!plan.tmp_source.empty())
+    if (int err = mount_private_tmp(plan.tmp_source.c_str(), plan.tmp_keeps, plan.tmp_writable);
+        err != 0)
       return err;
-  return 0;
+  stage = sandbox_stage::shm_mount;
+  if (plan.private_shm)
+    if (int err = mount_private_shm(plan.shm_options.c_str()); err != 0)
+      return err;
+  stage = sandbox_stage::proc_mount;
+  return mount_own_proc();
 }
 
 int apply_file_rules(const sandbox_plan& plan, sandbox_stage& stage) {
@@ -426,6 +671,18 @@ int apply_file_rules(const sandbox_plan& plan, sandbox_stage& stage) {
   ::close(self);
   if (rc != 0)
     return err;
+  // The tmpfs apply_sandbox mounted: a new inode that no rule made in the parent can name.
+  if (plan.private_shm) {
+    int shm = ::open("/dev/shm", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (shm < 0)
+      return errno;
+    ll::path_beneath_attr shm_attr{plan.shm_rights, shm};
+    rc = ::syscall(SYS_landlock_add_rule, plan.landlock_fd, ll::rule_path_beneath, &shm_attr, 0);
+    err = errno;
+    ::close(shm);
+    if (rc != 0)
+      return err;
+  }
   stage = sandbox_stage::no_new_privs;
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     return errno;

@@ -8,8 +8,12 @@
 //            bind/connect (ABI >= 4); else not isolated
 //   pids     the runner starts as the init of a new PID namespace: when it ends, the kernel
 //            kills every process it left behind, even ones that left its process group
-//   files    Landlock handles only the write-type rights, allowed beneath the writable folders
-//            and on /dev/null and the NVIDIA device files; reads, exec and ioctls stay free
+//   tmp      with a mount namespace, the runner's own folder is bind-mounted over /tmp and a
+//            size-limited tmpfs over /dev/shm (mounts private: nothing propagates to the host);
+//            else /tmp and /dev/shm stay the host's and only TMPDIR is the runner's
+//   files    Landlock handles only the write-type rights, allowed beneath the writable folders,
+//            the private /tmp and /dev/shm, /dev/null and the NVIDIA device files; reads, exec
+//            and ioctls stay free
 //   limits   no core files, a bounded number of open files, an address-space limit if asked,
 //            and the OOM killer's first pick
 
@@ -28,6 +32,10 @@ enum class sandbox_mode {
   off,       ///< only the process group, death with the parent and no core files
 };
 
+/// Size of a runner's own /dev/shm (a tmpfs): POSIX semaphores and shared memory of one process
+/// tree, not a data store.
+constexpr long default_shm_bytes = 1L << 30;
+
 /// `auto` | `required` | `off`; throws std::invalid_argument naming the bad value.
 sandbox_mode parse_sandbox_mode(const std::string& text);
 const char* to_string(sandbox_mode mode);
@@ -36,6 +44,16 @@ struct sandbox_policy {
   sandbox_mode mode = sandbox_mode::off;
   /// Folders (existing, absolute) beneath which the runner may create, write and remove files.
   std::vector<std::string> writable_dirs;
+  /// A folder (existing, absolute, empty, the runner's own) that becomes the runner's /tmp where
+  /// the machine permits a mount namespace (tmp_is_private); writable in any case. Empty: /tmp
+  /// stays the host's and so does /dev/shm.
+  std::string private_tmp;
+  /// Size limit of the runner's own /dev/shm, when it gets one.
+  long shm_bytes = default_shm_bytes;
+  /// Folders the runner must still reach by their own names when its /tmp is private (kiln's
+  /// work folder, the build cache, the interpreter's prefix): those beneath the host's /tmp are
+  /// bind-mounted back into the runner's. Others are ignored.
+  std::vector<std::string> keep_in_tmp;
   /// RLIMIT_AS of the runner when > 0 (never for CUDA runners: the driver reserves far more
   /// address space than it uses).
   long memory_limit_bytes = 0;
@@ -50,15 +68,23 @@ struct sandbox_support {
   std::string pid_namespace_error;
   int landlock_abi = 0; ///< 0 when Landlock is unavailable
   std::string landlock_error;
+  /// A private /tmp and /dev/shm can be mounted in the runner's mount namespace.
+  bool private_tmp = false;
+  std::string private_tmp_error;
 
-  /// One line for people, e.g. `network: own namespace; pids: own namespace; files: landlock
-  /// ABI 7 (writes only to scratch and cache)`, or what is missing and why.
+  /// One line for people, e.g. `network: own namespace; pids: own namespace and /proc; tmp:
+  /// private (own /tmp and /dev/shm); files: landlock ABI 7 (writes only to the runner's own
+  /// folders)`, or what is missing and why.
   std::string description() const;
   /// What `required` would miss, `; `-separated; empty when everything is there.
   std::string missing() const;
 };
 
 const sandbox_support& probe_sandbox();
+
+/// Whether a runner started with `policy` on this machine gets its own /tmp (and /dev/shm), so
+/// that its TMPDIR is /tmp; false: its TMPDIR must be `policy.private_tmp` by its real path.
+bool tmp_is_private(const sandbox_policy& policy);
 
 /// A policy made concrete for one child: decided and opened in the parent, applied in the
 /// child. Move-only (owns the Landlock ruleset).
@@ -74,6 +100,19 @@ public:
   int clone_flags = 0;           ///< CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWNS as permitted
   int landlock_fd = -1;          ///< ruleset to enforce, -1 for none
   uint64_t proc_self_rights = 0; ///< granted beneath the runner's own /proc entry
+  /// Bind-mounted over /tmp in the child's mount namespace; empty for none.
+  std::string tmp_source;
+  /// Folders beneath the host's /tmp (sandbox_policy::keep_in_tmp): opened before that mount
+  /// and bound back over their paths after it, read-only. Beneath the writable /tmp, Landlock
+  /// would let the runner write them; the mount's flag does not.
+  std::vector<std::string> tmp_keeps;
+  /// The writable folders beneath those, bound back writable over the read-only ones.
+  std::vector<std::string> tmp_writable;
+  static constexpr size_t max_tmp_keeps = 16; ///< of both together
+  /// A tmpfs of its own over /dev/shm (`shm_options`), writable with `shm_rights`.
+  bool private_shm = false;
+  std::string shm_options;
+  uint64_t shm_rights = 0;
   bool limit_memory = false;
   struct rlimit memory {};
   bool limit_files = false;
@@ -94,16 +133,19 @@ enum class sandbox_stage : int {
   no_new_privs,
   landlock,
   proc_mount,
+  tmp_mount,
+  shm_mount,
 };
 const char* describe(sandbox_stage stage);
 
-/// In the child, after fork (async-signal-safe): OOM priority, limits, the namespace's own
-/// /proc. Returns 0, or an errno with `stage` set to the step that failed.
+/// In the child, after fork (async-signal-safe): OOM priority, limits, and in its own mount
+/// namespace private mounts, the runner's /tmp and /dev/shm and its own /proc. Returns 0, or an
+/// errno with `stage` set to the step that failed.
 int apply_sandbox(const sandbox_plan& plan, sandbox_stage& stage);
 
 /// In the process that execs, right before execve (async-signal-safe): the Landlock rules.
 /// Separate from apply_sandbox because, inside a PID namespace, that process is the init's
-/// child and only it can name its own /proc entry.
+/// child and only it can name its own /proc entry (and the /dev/shm mounted after fork).
 int apply_file_rules(const sandbox_plan& plan, sandbox_stage& stage);
 
 } // namespace kiln

@@ -1,11 +1,14 @@
 # kiln's build cache for torch.utils.cpp_extension, installed by kiln_harness.py before any
 # task or candidate code runs (docs/evaluation.md, "Compilation ahead of the GPU").
 #
-#   load_inline / load ──> key = sha256(sources, flags, torch, python, compiler, arch)
+#   load_inline / load ──> manifest = the build's inputs (sources, flags, torch, python,
+#                          compiler, arch); key = sha256(its canonical JSON text)
 #        ├─ <cache>/ext/<key>/ exists: import the built library, no compiler runs
-#        └─ else, under <cache>/locks/<key>.lock: torch builds it in a private temporary folder,
-#           the artifact is copied to <cache>/tmp/... and renamed to <cache>/ext/<key>/ (atomic:
-#           a complete entry or none), then imported
+#        └─ else, under the flock of <cache>/locks/<key[:3]>.lock (opened read-only, held until
+#           this process exits): torch builds it in a private temporary folder, and the library,
+#           meta.json and manifest.json are staged in <stage>/ext/<key>/, which kiln (the parent)
+#           verifies and publishes into the cache once this runner has ended. A runner never
+#           writes the cache: it may only read it.
 #
 # Every call is recorded in the list install() returns; the harness writes it to result.json
 # as `builds`, so the parent knows what was built, what came from the cache and why a build
@@ -14,12 +17,22 @@
 
 import sys
 
-_KEY_VERSION = "kiln-ext-1"
+# The manifest's version (gpu/build_cache.cpp checks it: `manifest_version`).
+_KEY_VERSION = "kiln-ext-2"
 _PCH_VERSION = "kiln-pch-1"
 _SKIPPED_ARGS = ("build_directory", "verbose", "keep_intermediates")
 # Variables that torch.utils.cpp_extension reads when it builds, so they change the binary.
 _BUILD_ENV = ("CXX", "CC", "CUDA_HOME", "CUDA_PATH", "PYTORCH_NVCC_FLAGS", "NVCC_PREPEND_FLAGS",
               "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
+# After waiting for another builder's lock, how long to look for its entry: kiln publishes it
+# right after that runner has ended (milliseconds; a large library takes longer to copy).
+_PUBLISH_WAIT_S = 10.0
+# Held while this runner builds something else: a lock another runner holds is waited for this
+# long at most, then the build goes ahead unlocked (two runners that each hold one stripe and
+# want the other's would otherwise wait for each other's end).
+_NESTED_LOCK_WAIT_S = 60.0
+# The sizes gpu/build_cache.hpp accepts (staging_limits): larger builds are not staged.
+_MANIFEST_LIMIT = 64 << 20
 
 
 def install(torch, job):
@@ -29,28 +42,31 @@ def install(torch, job):
 
     builds = []
     cache = job.get("cache_dir") or ""
-    if not cache:
+    stage = job.get("stage_dir") or ""
+    if not cache or not stage:
         return builds
     arch = _target_arch(torch, job)
     if arch and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
         # The compile stage sees no GPU, and the GPU runner must compute the same key: both
         # build for the arch list the parent names (or the device's capability).
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch
-    for sub in ("ext", "locks", "tmp", os.path.join("pch", "requests")):
-        os.makedirs(os.path.join(cache, sub), exist_ok=True)
     tag = _arch_tag(arch)
-    # Triton and Inductor keep their own content-addressed caches; per device arch, shared by
-    # all runners, so a kernel JIT-compiled once is loaded by every later process.
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "triton", tag)
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor", tag)
-    state = _State(torch, cache, builds)
-    name = "torch.utils.cpp_extension"
-    if name in sys.modules:
-        state.patch(sys.modules[name])
-    else:
-        # Importing cpp_extension costs ~0.25 s (it pulls in setuptools); wrap it only when a
-        # candidate imports it.
-        sys.meta_path.insert(0, _PatchOnImport(name, state))
+    # Triton writes its cache groups into the staging folder, whose new groups kiln publishes
+    # into <cache>/triton/<tag>; the shared groups are read through a patch of Triton's file
+    # cache (_patch_triton_cache). Inductor keeps its own cache in the runner's TMPDIR (the
+    # environment kiln gives it), shared with nobody: its entries are Python code and pickles.
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(stage, "triton", tag)
+    state = _State(torch, cache, stage, builds)
+    hooks = {"torch.utils.cpp_extension": state.patch,
+             "triton.runtime.cache": lambda m: _patch_triton_cache(
+                 m, os.environ["TRITON_CACHE_DIR"], os.path.join(cache, "triton", tag))}
+    for name in list(hooks):
+        if name in sys.modules:
+            hooks.pop(name)(sys.modules[name])
+    if hooks:
+        # Importing cpp_extension costs ~0.25 s (it pulls in setuptools), Triton more: patch
+        # them only when a candidate imports them.
+        sys.meta_path.insert(0, _PatchOnImport(hooks))
     return builds
 
 
@@ -93,40 +109,48 @@ def compile_stage(torch, job, result):
 
 
 class _PatchOnImport:
-    """A meta path finder that lets `name` import normally, then patches the module."""
+    """A meta path finder that lets the modules of `hooks` ({name: patch}) import normally,
+    then patches each; it leaves sys.meta_path once every one is patched."""
 
-    def __init__(self, name, state):
-        self.name = name
-        self.state = state
+    def __init__(self, hooks):
+        self.hooks = dict(hooks)
+        self.busy = False
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != self.name:
+        if fullname not in self.hooks or self.busy:
             return None
         import importlib.util
 
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
+        patch = self.hooks.pop(fullname)
+        if not self.hooks:
+            sys.meta_path.remove(self)
+        self.busy = True  # find_spec below asks the meta path again, this finder included
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self.busy = False
         if spec is None or spec.loader is None:
             return spec
         # The loader is this spec's own instance: wrapping its exec_module keeps everything
         # else it offers (source lookups for tracebacks).
         run = spec.loader.exec_module
-        state = self.state
 
         def exec_module(module):
             run(module)
-            state.patch(module)
+            patch(module)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
 class _State:
-    def __init__(self, torch, cache, builds):
+    def __init__(self, torch, cache, stage, builds):
         self.torch = torch
-        self.cache = cache
+        self.cache = cache  # read only
+        self.stage = stage  # this runner's own: what it builds, for kiln to publish
         self.builds = builds
         self.loaded = {}  # key -> what the first call returned, for repeated calls
+        self.locks = {}  # lock stripe -> descriptor, held until the process exits
 
     def patch(self, ce):
         if getattr(ce, "_kiln_patched", False):
@@ -165,14 +189,16 @@ class _State:
         t0 = time.perf_counter()
         try:
             with_cuda = _with_cuda(kind, a)
-            key = _ext_key(ce, self.torch, kind, a, with_cuda)
+            manifest = _manifest(ce, self.torch, kind, a, with_cuda)
+            key = _sha256(manifest)
             record["key"] = key
             if key in self.loaded:
                 record["hit"] = True
                 return self.loaded[key]
             value = self._hit(key)
             if value is _MISS:
-                value = self._locked_build(ce, original, kind, a, key, with_cuda, record)
+                value = self._locked_build(ce, original, kind, a, key, manifest, with_cuda,
+                                           record)
             else:
                 record["hit"] = True
             self.loaded[key] = value
@@ -197,40 +223,87 @@ class _State:
         try:
             return _load_artifact(self.torch, meta, path)
         except Exception as exc:
-            # A damaged entry: move it aside and build again.
-            sys.stderr.write("kiln_build: cached %s unusable (%s); rebuilding\n" % (path, exc))
-            _evict(self.cache, entry)
+            # A damaged entry stays (a runner cannot remove it, and kiln never replaces one):
+            # this runner builds its own.
+            sys.stderr.write("kiln_build: cached %s unusable (%s); building privately\n"
+                             % (path, exc))
             return _MISS
 
-    def _locked_build(self, ce, original, kind, a, key, with_cuda, record):
+    def _lock(self, key):
+        """Takes the lock of `key`'s stripe and keeps it until this process exits: kiln
+        publishes the build after the runner has ended, so a builder of the same key that waits
+        for the lock finds the entry published. True when it had to wait."""
         import fcntl
         import os
         import time
 
-        t_wait = time.perf_counter()
-        fd = os.open(os.path.join(self.cache, "locks", key + ".lock"), os.O_CREAT | os.O_RDWR,
-                     0o644)
+        stripe = key[:3]
+        if stripe in self.locks:
+            return False
         try:
-            # Another process building the same key: wait for it rather than build twice. The
-            # lock dies with its holder, so a killed builder never blocks anyone.
+            # Read-only: runners may not create files in the cache; kiln made every lock file.
+            fd = os.open(os.path.join(self.cache, "locks", stripe + ".lock"),
+                         os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False  # a cache kiln has not prepared: build unlocked
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.locks[stripe] = fd
+            return False
+        except OSError:
+            pass
+        if not self.locks:
+            # Holding nothing, this process cannot be part of a cycle of waits: wait for the
+            # holder to end. The lock dies with its holder, so a killed builder blocks nobody.
             fcntl.flock(fd, fcntl.LOCK_EX)
-            record["waited_s"] = time.perf_counter() - t_wait
-            value = self._hit(key)
-            if value is not _MISS:
-                record["hit"] = True
-                return value
-            return self._build(ce, original, kind, a, key, with_cuda, record)
-        finally:
-            os.close(fd)
+            self.locks[stripe] = fd
+            return True
+        deadline = time.monotonic() + _NESTED_LOCK_WAIT_S
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.locks[stripe] = fd
+                return True
+            except OSError:
+                pass
+        os.close(fd)
+        return False
 
-    def _build(self, ce, original, kind, a, key, with_cuda, record):
+    def _wait_published(self, key):
+        import time
+
+        deadline = time.monotonic() + _PUBLISH_WAIT_S
+        pause = 0.01
+        while True:
+            value = self._hit(key)
+            if value is not _MISS or time.monotonic() >= deadline:
+                return value
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+
+    def _locked_build(self, ce, original, kind, a, key, manifest, with_cuda, record):
+        import time
+
+        t_wait = time.perf_counter()
+        waited = self._lock(key)
+        record["waited_s"] = time.perf_counter() - t_wait
+        # Another runner built in this stripe: its entry is published once it has ended, which
+        # is when the lock came free (unless its build failed, or it built another key).
+        value = self._wait_published(key) if waited else self._hit(key)
+        if value is not _MISS:
+            record["hit"] = True
+            return value
+        return self._build(ce, original, kind, a, key, manifest, with_cuda, record)
+
+    def _build(self, ce, original, kind, a, key, manifest, with_cuda, record):
         import json
         import os
         import shutil
         import tempfile
         import uuid
 
-        work = tempfile.mkdtemp(prefix="kiln-build-")  # in the runner's scratch, removed with it
+        work = tempfile.mkdtemp(prefix="kiln-build-")  # in the runner's /tmp, removed with it
         a = dict(a)
         a["build_directory"] = work
         a["verbose"] = False  # torch then puts the compiler's output into its exception
@@ -248,7 +321,8 @@ class _State:
                     a["extra_cflags"] = flags
                     record["pch"] = True
                 else:
-                    _request_pch(self.cache, pch, a.get("extra_cflags") or [], with_cuda)
+                    _request_pch(self.cache, self.stage, pch, a.get("extra_cflags") or [],
+                                 with_cuda)
         try:
             value = original(**a)
         except BaseException:
@@ -259,23 +333,31 @@ class _State:
             shutil.rmtree(work, ignore_errors=True)
             raise RuntimeError("kiln_build: torch built %r but left no %s" % (a["name"], artifact))
         meta = {"artifact": artifact, "module": artifact.split(".")[0], "kind": kind,
-                "name": a["name"], "is_python_module": bool(a.get("is_python_module", True)),
+                "name": str(a["name"]), "is_python_module": bool(a.get("is_python_module", True)),
                 "is_standalone": bool(a.get("is_standalone", False)),
                 "torch": str(self.torch.__version__), "pch": record["pch"]}
-        staging = os.path.join(self.cache, "tmp", "%s.%d.%s" % (key, os.getpid(),
-                                                                uuid.uuid4().hex[:8]))
+        if len(manifest) > _MANIFEST_LIMIT:
+            shutil.rmtree(work, ignore_errors=True)
+            return value  # built and loaded, but too large for kiln to share
+        # Staged complete under a temporary name, then renamed: kiln takes only whole entries
+        # (a runner killed mid-copy leaves none).
+        root = os.path.join(self.stage, "ext")
+        os.makedirs(root, exist_ok=True)
+        staging = os.path.join(root, ".tmp-%s-%s" % (key, uuid.uuid4().hex[:8]))
         os.makedirs(staging)
         try:
-            shutil.copy2(os.path.join(work, artifact), os.path.join(staging, artifact))
+            shutil.copyfile(os.path.join(work, artifact), os.path.join(staging, artifact))
             for src in ("main.cpp", "cuda.cu"):  # for a human reading the cache
                 if os.path.exists(os.path.join(work, src)):
-                    shutil.copy2(os.path.join(work, src), os.path.join(staging, src))
+                    shutil.copyfile(os.path.join(work, src), os.path.join(staging, src))
+            with open(os.path.join(staging, "manifest.json"), "wb") as f:
+                f.write(manifest)
             with open(os.path.join(staging, "meta.json"), "w", encoding="utf-8") as f:
                 json.dump(meta, f)
             try:
-                os.rename(staging, os.path.join(self.cache, "ext", key))
+                os.rename(staging, os.path.join(root, key))
             except OSError:
-                pass  # someone else published the same key first: theirs is as good
+                pass  # staged before in this process
         finally:
             shutil.rmtree(staging, ignore_errors=True)
             shutil.rmtree(work, ignore_errors=True)
@@ -299,19 +381,6 @@ def _load_artifact(torch, meta, path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _evict(cache, entry):
-    import os
-    import shutil
-    import uuid
-
-    trash = os.path.join(cache, "tmp", "evicted.%s" % uuid.uuid4().hex)
-    try:
-        os.rename(entry, trash)
-    except OSError:
-        return
-    shutil.rmtree(trash, ignore_errors=True)
 
 
 def _say(record):
@@ -347,47 +416,81 @@ def _with_cuda(kind, a):
     return any(str(s).endswith((".cu", ".cuh")) for s in a.get("sources") or [])
 
 
-def _ext_key(ce, torch, kind, a, with_cuda):
-    """sha256 over everything that changes the built binary (and nothing that does not, such as
-    the build folder or the path a source was written to)."""
+def _manifest(ce, torch, kind, a, with_cuda):
+    """The build's inputs as the bytes of canonical JSON: everything that changes the built
+    binary (and nothing that does not, such as the build folder or the path a source was written
+    to). The cache key is their sha256, which kiln recomputes before it publishes the build
+    (gpu/build_cache.cpp, manifest_key): keys sorted, no spaces, UTF-8 as it is, integers only."""
     import hashlib
+    import json
     import os
     import platform
     import sysconfig
 
-    h = hashlib.sha256()
-
-    def put(label, value):
-        data = value if isinstance(value, bytes) else repr(value).encode("utf-8")
-        h.update(b"%s\0%d\0" % (label.encode("utf-8"), len(data)))
-        h.update(data)
-
-    put("version", _KEY_VERSION)
-    put("kind", kind)
+    args = {}
+    sources = []
     for name in sorted(a):
         if name in _SKIPPED_ARGS:
             continue
         if kind == "load" and name == "sources":
             for src in a[name]:
-                put("source", os.path.splitext(str(src))[1])
                 with open(src, "rb") as f:
-                    put("source_text", f.read())
+                    sources.append({"suffix": os.path.splitext(str(src))[1],
+                                    "sha256": hashlib.sha256(f.read()).hexdigest()})
             continue
-        put("arg:" + name, a[name])
-    for path in a.get("extra_include_paths") or []:
-        put("include", _tree_digest(str(path)))
-    put("with_cuda", with_cuda)
-    for var in _BUILD_ENV + (("TORCH_CUDA_ARCH_LIST",) if with_cuda else ()):
-        put("env:" + var, os.environ.get(var, ""))
-    put("torch", (str(torch.__version__), str(torch.version.cuda),
-                  str(getattr(torch.version, "git_version", "")), os.path.dirname(torch.__file__),
-                  bool(torch._C._GLIBCXX_USE_CXX11_ABI)))
-    put("python", (sys.version, sys.implementation.cache_tag,
-                   sysconfig.get_config_var("EXT_SUFFIX"), platform.machine()))
-    put("cxx", _tool_identity(os.environ.get("CXX", "c++")))
-    if with_cuda:
-        put("nvcc", _tool_identity(_nvcc(ce)))
-    return h.hexdigest()
+        args[name] = _plain(a[name])
+    manifest = {
+        "v": _KEY_VERSION,
+        "kind": kind,
+        "args": args,
+        "sources": sources,
+        "includes": [_tree_digest(str(path)) for path in a.get("extra_include_paths") or []],
+        "with_cuda": bool(with_cuda),
+        "env": {var: os.environ.get(var, "")
+                for var in _BUILD_ENV + (("TORCH_CUDA_ARCH_LIST",) if with_cuda else ())},
+        "torch": _plain([str(torch.__version__), str(torch.version.cuda),
+                         str(getattr(torch.version, "git_version", "")),
+                         os.path.dirname(torch.__file__), bool(torch._C._GLIBCXX_USE_CXX11_ABI)]),
+        "python": _plain([sys.version, str(sys.implementation.cache_tag),
+                          str(sysconfig.get_config_var("EXT_SUFFIX")), platform.machine()]),
+        "cxx": _plain(list(_tool_identity(os.environ.get("CXX", "c++")))),
+        "nvcc": _plain(list(_tool_identity(_nvcc(ce)))) if with_cuda else None,
+    }
+    text = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8")
+
+
+def _sha256(data):
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _plain(value):
+    """`value` as JSON that C++ reads back exactly: strings, booleans, null, 64-bit integers,
+    lists and string-keyed objects; anything else (floats, objects) as {"py": its repr}."""
+    import os
+
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeError:  # lone surrogates
+            return {"py": ascii(value)}
+    if isinstance(value, int):
+        return value if -(1 << 63) <= value < (1 << 63) else {"py": repr(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        try:
+            return {k.encode("utf-8").decode("utf-8"): _plain(v) for k, v in value.items()}
+        except UnicodeError:
+            pass
+    if isinstance(value, os.PathLike):
+        return _plain(os.fspath(value))
+    return {"py": ascii(repr(value))}
 
 
 def _tree_digest(path, limit=2000):
@@ -491,8 +594,10 @@ def _ninja_default(path):
 # load_inline's main.cpp starts with `#include <torch/extension.h>`, which is most of its compile
 # time. A PCH of that header, built with exactly the flags torch uses for the TU, halves it
 # (BUILD-NOTES §5). Building one costs ~52 s and 650 MB, so a build never waits for it: a miss
-# without a PCH files a request under <cache>/pch/requests/ and the parent builds it when a
-# compile worker is idle (compile_engine::build_pch); later builds of that flag set use it.
+# without a PCH stages a request (<stage>/pch-requests/), kiln publishes it under
+# <cache>/pch/requests/ and builds the header when a compile worker is idle
+# (compile_engine::build_pch: a runner stages it in <stage>/pch/<key>/, kiln publishes it);
+# later builds of that flag set use it.
 
 
 def _torch_cxx_flags(ce, extra_cflags, with_cuda):
@@ -577,26 +682,27 @@ def _find_header(flags):
     return ""
 
 
-def _request_pch(cache, pch, extra_cflags, with_cuda):
+def _request_pch(cache, stage, pch, extra_cflags, with_cuda):
     import json
     import os
-
-    path = os.path.join(cache, "pch", "requests", pch["key"] + ".json")
-    if os.path.exists(path):
-        return
     import uuid
 
-    # Every runner is PID 2 in its own namespace: the pid alone does not make a name unique.
+    if os.path.exists(os.path.join(cache, "pch", "requests", pch["key"] + ".json")):
+        return
+    folder = os.path.join(stage, "pch-requests")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, pch["key"] + ".json")
     tmp = "%s.%s.tmp" % (path, uuid.uuid4().hex)
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"extra_cflags": list(extra_cflags), "with_cuda": bool(with_cuda)}, f)
+        json.dump({"extra_cflags": [str(x) for x in extra_cflags], "with_cuda": bool(with_cuda)},
+                  f)
     os.replace(tmp, path)
 
 
 def build_pch(torch, job):
-    """Builds the PCH that request `job["pch_key"]` asks for. The flags are recomputed here from
-    the request's extra_cflags, so a request can only name a flag set, never a command."""
-    import fcntl
+    """Builds the PCH that request `job["pch_key"]` asks for into the staging folder, for kiln
+    to publish (kiln holds the header's lock meanwhile). The flags are recomputed here from the
+    request's extra_cflags, so a request can only name a flag set, never a command."""
     import os
     import re
     import shutil
@@ -608,59 +714,112 @@ def build_pch(torch, job):
 
     t0 = time.perf_counter()
     cache = job["cache_dir"]
+    stage = job.get("stage_dir") or ""
     key = str(job["pch_key"])
     out = {"key": key, "state": "failed", "seconds": 0.0, "error": ""}
-    if not re.fullmatch(r"[0-9a-f]{64}", key):
-        out["error"] = "bad pch key %r" % key
-        return out
-    request_path = os.path.join(cache, "pch", "requests", key + ".json")
-    request = _read_json(request_path)
-    if request is None:
-        out["error"] = "no request for pch %s" % key
-        return out
-    plan = _pch_plan(ce, torch, cache, list(request.get("extra_cflags") or []),
-                     bool(request.get("with_cuda")))
-    if plan is None or plan["key"] != key:
-        out["error"] = "pch request %s does not match this interpreter's torch" % key
-        return out
-    fd = os.open(os.path.join(cache, "locks", "pch-" + key + ".lock"), os.O_CREAT | os.O_RDWR,
-                 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            out["state"] = "busy"  # another worker builds it right now
+        if not re.fullmatch(r"[0-9a-f]{64}", key):
+            out["error"] = "bad pch key %r" % key
+            return out
+        if not stage:
+            out["error"] = "no staging folder"
+            return out
+        request = _read_json(os.path.join(cache, "pch", "requests", key + ".json"))
+        if request is None:
+            out["error"] = "no request for pch %s" % key
+            return out
+        plan = _pch_plan(ce, torch, cache, list(request.get("extra_cflags") or []),
+                         bool(request.get("with_cuda")))
+        if plan is None or plan["key"] != key:
+            out["error"] = "pch request %s does not match this interpreter's torch" % key
             return out
         if os.path.exists(os.path.join(plan["dir"], "torch", "extension.h.gch")):
             out["state"] = "exists"
-        else:
-            staging = os.path.join(cache, "tmp", "pch.%s.%d.%s" % (key, os.getpid(),
-                                                                   uuid.uuid4().hex[:8]))
-            os.makedirs(os.path.join(staging, "torch"))
-            try:
-                # The symlink is required: a source that includes torch/extension.h again
-                # must find the header beside its .gch (BUILD-NOTES §5).
-                os.symlink(plan["header"], os.path.join(staging, "torch", "extension.h"))
-                cmd = ([plan["cxx"], "-x", "c++-header"] + plan["cflags"] + plan["post"]
-                       + [plan["header"], "-o", os.path.join(staging, "torch", "extension.h.gch")])
-                run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-                if run.returncode != 0:
-                    log = run.stdout.decode("utf-8", "replace")
-                    out["error"] = "pch build failed: %s" % (_error_line(log) or log[-500:])
-                    sys.stderr.write(log[-4000:])
-                    return out
-                try:
-                    os.rename(staging, plan["dir"])
-                except OSError:
-                    pass  # built by someone else meanwhile
-                out["state"] = "built"
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
+            return out
+        root = os.path.join(stage, "pch")
+        os.makedirs(root, exist_ok=True)
+        staging = os.path.join(root, ".tmp-%s-%s" % (key, uuid.uuid4().hex[:8]))
+        os.makedirs(os.path.join(staging, "torch"))
         try:
-            os.remove(request_path)
-        except OSError:
-            pass
+            # The header must lie beside its .gch: a source that includes torch/extension.h
+            # again must find it there (BUILD-NOTES §5). A copy, not a link: kiln publishes
+            # regular files only, and GCC knows the copy as the header the PCH was made of.
+            shutil.copyfile(plan["header"], os.path.join(staging, "torch", "extension.h"))
+            cmd = ([plan["cxx"], "-x", "c++-header"] + plan["cflags"] + plan["post"]
+                   + [plan["header"], "-o", os.path.join(staging, "torch", "extension.h.gch")])
+            run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            if run.returncode != 0:
+                log = run.stdout.decode("utf-8", "replace")
+                out["error"] = "pch build failed: %s" % (_error_line(log) or log[-500:])
+                sys.stderr.write(log[-4000:])
+                return out
+            os.rename(staging, os.path.join(root, key))
+            out["state"] = "built"
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         return out
     finally:
-        os.close(fd)
         out["seconds"] = time.perf_counter() - t0
+
+
+# -- Triton ----------------------------------------------------------------------------------------
+#
+# Triton's FileCacheManager reads and writes one folder, TRITON_CACHE_DIR/<key>/ (a group of
+# files per compiled kernel, listed by a `__grp__<name>.json` with absolute paths). A runner
+# writes only its staging folder, so TRITON_CACHE_DIR points there, and this patch makes the
+# default manager also look in the shared cache when its own folder lacks a file: kiln publishes
+# a runner's new groups there after it has ended (never one with host code, .so). Dump and
+# override managers (other folders) are left alone. Processes that Triton or Inductor start
+# without this module (a spawned compile worker) read and write their staging folder only.
+
+
+def _patch_triton_cache(module, private_dir, shared_dir):
+    import json
+    import os
+
+    manager = getattr(module, "FileCacheManager", None)
+    if manager is None or getattr(manager, "_kiln_shared", None):
+        return
+    get_file, get_group = manager.get_file, manager.get_group
+    private_dir = os.path.abspath(private_dir)
+
+    def shared_group(self):
+        folder = getattr(self, "cache_dir", None)
+        key = getattr(self, "key", None)
+        if not folder or not key or os.path.dirname(os.path.abspath(folder)) != private_dir:
+            return None
+        return os.path.join(shared_dir, str(key))
+
+    def kiln_get_file(self, filename):
+        path = get_file(self, filename)
+        if path is None:
+            group = shared_group(self)
+            if group and os.path.isfile(os.path.join(group, filename)):
+                path = os.path.join(group, filename)
+        return path
+
+    def kiln_get_group(self, filename):
+        found = get_group(self, filename)
+        if found is not None:
+            return found
+        group = shared_group(self)
+        if not group:
+            return None
+        try:
+            with open(os.path.join(group, "__grp__" + filename), "r", encoding="utf-8") as f:
+                children = json.load(f).get("child_paths")
+        except (OSError, ValueError, AttributeError):
+            return None
+        if not isinstance(children, dict):
+            return None
+        # The paths were the publishing runner's; its files now lie beside the group file.
+        out = {}
+        for child, path in children.items():
+            candidate = os.path.join(group, os.path.basename(str(path)))
+            if os.path.isfile(candidate):
+                out[child] = candidate
+        return out
+
+    manager.get_file = kiln_get_file
+    manager.get_group = kiln_get_group
+    manager._kiln_shared = shared_dir

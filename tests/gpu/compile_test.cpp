@@ -23,6 +23,7 @@
 #include "gpu/compile.hpp"
 #include "gpu/evaluate.hpp"
 #include "gpu/python.hpp"
+#include "gpu/sandbox.hpp"
 
 namespace fs = std::filesystem;
 
@@ -119,6 +120,35 @@ TEST_CASE("a cpp_extension build happens once, later compiles load it from the c
   CHECK(again.cached);
   CHECK(again.stderr_tail.find("cache hit") != std::string::npos);
   CHECK(again.stderr_tail.find("built in") == std::string::npos);
+}
+
+TEST_CASE("kiln publishes a compile runner's build, whose key it recomputed", "[compile]") {
+  auto s = settings();
+  kiln::compile_engine engine{s};
+  auto entries = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator{s.cache_dir + "/ext"})
+      out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto before = entries();
+  auto c = engine.compile(job_of(salted(candidate("ext_pybind_add.py"), fresh_salt()), "pub"));
+  require_clean(c);
+  REQUIRE(c.builds == 1);
+  auto after = entries();
+  std::vector<std::string> added;
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
+                      std::back_inserter(added));
+  REQUIRE(added.size() == 1);
+  const auto entry = s.cache_dir + "/ext/" + added.front();
+  std::string error;
+  CHECK(kiln::manifest_key(slurp(entry + "/manifest.json"), error) == added.front());
+  CHECK(slurp(entry + "/meta.json").find("\"artifact\": \"kiln_add.so\"") != std::string::npos);
+  // Copied by kiln, read-only; kiln's own staging is empty again.
+  CHECK((fs::status(entry + "/kiln_add.so").permissions() & fs::perms::owner_write)
+        == fs::perms::none);
+  CHECK(fs::is_empty(s.cache_dir + "/tmp"));
 }
 
 TEST_CASE("a candidate with other Python code but the same kernel source hits the cache",
@@ -241,6 +271,38 @@ TEST_CASE("a load_inline extension compiled ahead is only loaded by the evaluati
   CHECK(v.stderr_tail.find("kiln_build: load_inline 'kiln_gelu_tail'") != std::string::npos);
   CHECK(v.stderr_tail.find("cache hit") != std::string::npos);
   CHECK(v.stderr_tail.find("built in") == std::string::npos);
+}
+
+TEST_CASE("a load_inline build into /tmp/torch_extensions compiles ahead and is correct",
+          "[compile][torch]") {
+  if (!kiln::probe_sandbox().private_tmp) {
+    WARN("runners get no /tmp of their own here: " << kiln::probe_sandbox().description());
+    return;
+  }
+  // The same sources as ext_gelu_inline.py: kiln's cache ignores build_directory, so the two
+  // cases share one build per machine.
+  const auto code = salted(candidate("ext_gelu_tmp_build.py"), "shared by every run");
+  kiln::compile_engine engine{settings(300, shared_cache)};
+  auto ahead = engine.compile(job_of(code, "8_GeluTail#tmp"));
+  require_clean(ahead);
+  REQUIRE(ahead.builds == 1);
+
+  kiln::eval_settings es;
+  es.python = kiln::find_python("");
+  es.work_dir = work_dir() + "/eval";
+  es.cache_dir = shared_cache;
+  es.cfg.min_samples = 5;
+  es.cfg.max_timing_s = 0.3;
+  es.cfg.timeout_s = 120;
+  kiln::evaluation_engine evaluator{es};
+  kiln::eval_job job = job_of(code, "8_GeluTail#tmp-eval");
+  job.task.path = KILN_SOURCE_DIR "/tests/tasks/cpu/8_GeluTail.py";
+  job.task.name = "8_GeluTail";
+  job.task.source = slurp(job.task.path);
+  auto v = evaluator.evaluate(job, 11);
+  INFO("reason: " << v.reason << "\nstderr: " << v.stderr_tail);
+  CHECK(v.status == kiln::verdict_status::correct);
+  CHECK_FALSE(fs::exists("/tmp/torch_extensions/kiln_gelu_tail"));
 }
 
 TEST_CASE("a precompiled header is requested by a build, built apart, and used by later builds",

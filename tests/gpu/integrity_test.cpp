@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -17,8 +18,10 @@
 #include <catch2/catch.hpp>
 
 #include "gpu/judge.hpp"
+#include "gpu/build_cache.hpp"
 #include "gpu/evaluate.hpp"
 #include "gpu/python.hpp"
+#include "gpu/sandbox.hpp"
 
 namespace fs = std::filesystem;
 using kiln::verdict_status;
@@ -80,6 +83,7 @@ kiln::evaluation_engine& engine() {
     std::unique_ptr<kiln::evaluation_engine> engine;
     owner() {
       fs::remove_all(dir);
+      fs::remove_all(dir + "-cache");
       kiln::eval_settings s;
       s.python = kiln::find_python("");
       s.work_dir = dir;
@@ -90,12 +94,16 @@ kiln::evaluation_engine& engine() {
       s.cfg.max_samples = 10;
       s.cfg.max_timing_s = 0.1;
       s.cfg.timeout_s = 60;
+      // A build cache, as in a run (the cache cheats look for it), beside the work folder as
+      // the default one is: never in `<work_dir>/cache`, which runners may write.
+      s.cache_dir = dir + "-cache";
       engine = std::make_unique<kiln::evaluation_engine>(s);
     }
     ~owner() {
       engine.reset();
       std::error_code ignored;
       fs::remove_all(dir, ignored);
+      fs::remove_all(dir + "-cache", ignored);
     }
   };
   static owner o;
@@ -125,6 +133,10 @@ void check_rows(bool (*pick)(const entry&)) {
       continue;
     if (e.needs == "cuda" && !has_cuda()) {
       WARN("skipped without CUDA: " << e.candidate);
+      continue;
+    }
+    if (e.needs == "landlock" && kiln::probe_sandbox().landlock_abi == 0) {
+      WARN("skipped without Landlock: " << e.candidate);
       continue;
     }
     auto v = evaluate(e.task, e.candidate);
@@ -214,4 +226,43 @@ TEST_CASE("corpus: a cache keyed on input values never answers a timed call", "[
   INFO(v.reason << "\nstdout: " << v.stdout_tail << "\nstderr: " << v.stderr_tail);
   CHECK(v.status == verdict_status::correct);
   CHECK(v.stdout_tail.find("cache hit") == std::string::npos);
+}
+
+TEST_CASE("corpus: cheats on the build cache leave it byte for byte unchanged", "[integrity]") {
+  // An entry as kiln publishes one, for the cheats to overwrite if they could.
+  const auto cache = engine().settings().cache_dir;
+  const auto entry = cache + "/ext/" + std::string(64, '9');
+  fs::create_directories(entry);
+  std::ofstream{entry + "/meta.json"} << "{}";
+  std::ofstream{entry + "/kiln_x.so"} << "library";
+  // kiln itself writes reference timings and facts into the cache while it evaluates.
+  auto snapshot = [&] {
+    std::map<std::string, std::string> files;
+    for (const auto& e : fs::recursive_directory_iterator{cache}) {
+      auto rel = fs::relative(e.path(), cache).string();
+      if (rel.rfind("reference", 0) == 0 || rel.rfind("facts", 0) == 0)
+        continue;
+      files[rel] = e.is_regular_file() ? slurp(e.path().string()) : "<dir>";
+    }
+    return files;
+  };
+  kiln::prepare_cache_dir(cache); // as the first runner's start does
+  const auto before = snapshot();
+  for (const auto* candidate : {"cache_write.py", "cache_stage_forged.py"}) {
+    if (kiln::probe_sandbox().landlock_abi == 0 && std::string{candidate} == "cache_write.py")
+      continue;
+    auto v = evaluate("3_Softmax", candidate);
+    INFO(candidate << ": " << v.reason << "\nstderr: " << v.stderr_tail);
+    CHECK(v.status == verdict_status::correct);
+  }
+  std::string changed;
+  const auto after = snapshot();
+  for (const auto& [path, bytes] : after)
+    if (auto it = before.find(path); it == before.end() || it->second != bytes)
+      changed += "\n  " + path;
+  for (const auto& [path, bytes] : before)
+    if (after.count(path) == 0)
+      changed += "\n  gone: " + path;
+  INFO("changed in the cache:" << changed);
+  CHECK(changed.empty());
 }

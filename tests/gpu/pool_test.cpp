@@ -25,6 +25,7 @@
 #include "gpu/python.hpp"
 #include "gpu/runner.hpp"
 #include "gpu/runner_pool.hpp"
+#include "gpu/sandbox.hpp"
 #include "serving_wrapper.hpp"
 
 namespace fs = std::filesystem;
@@ -84,12 +85,12 @@ bool exists_process(pid_t pid) {
 }
 
 kiln::verdict evaluate(kiln::evaluation_engine& engine, const std::string& candidate,
-                       double timeout_s = 0) {
+                       double timeout_s = 0, const std::string& task = "1_MLP") {
   kiln::eval_job job;
-  job.task.path = KILN_SOURCE_DIR "/tests/tasks/cpu/1_MLP.py";
-  job.task.name = "1_MLP";
+  job.task.path = KILN_SOURCE_DIR "/tests/tasks/cpu/" + task + ".py";
+  job.task.name = task;
   job.task.source = slurp(job.task.path);
-  job.candidate_id = "1_MLP#" + candidate;
+  job.candidate_id = task + "#" + candidate;
   job.code = slurp(KILN_SOURCE_DIR "/tests/candidates/" + candidate);
   job.timeout_s = timeout_s;
   auto v = engine.evaluate(job, 5);
@@ -335,4 +336,53 @@ TEST_CASE("a pool resized to none starts no runner once its evaluation is done")
   auto v = evaluate(engine, "mlp_good.py");
   CHECK(v.status == verdict_status::correct);
   CHECK(engine.pool().idle() == 0);
+}
+
+TEST_CASE("runners get TMPDIR and the torch, Triton and Inductor folders in their own tmp",
+          "[pool][tmp]") {
+  auto env = kiln::runner_env("/usr/bin/python3", "/w/r1", "/tmp", "", 2);
+  auto has = [&](const std::string& var) {
+    return std::find(env.begin(), env.end(), var) != env.end();
+  };
+  CHECK(has("HOME=/w/r1"));
+  CHECK(has("TMPDIR=/tmp"));
+  CHECK(has("TORCH_EXTENSIONS_DIR=/tmp/torch_extensions"));
+  CHECK(has("TRITON_CACHE_DIR=/tmp/triton"));
+  CHECK(has("TORCHINDUCTOR_CACHE_DIR=/tmp/torchinductor"));
+  // Without a private /tmp (here: no sandbox) the pool names the folder by its real path.
+  auto s = test_settings(fresh_dir("tmpdir"));
+  s.cfg.sandbox = "off";
+  auto pool = make_pool(s, 1);
+  pool->refill();
+  REQUIRE(pool->idle() == 1);
+  std::string environ = slurp("/proc/" + std::to_string(pool->idle_pids().front()) + "/environ");
+  std::string error;
+  auto r = pool->take(error);
+  REQUIRE(r);
+  CHECK(environ.find(std::string{"TMPDIR="} + r->dir() + "/tmp" + '\0') != std::string::npos);
+  CHECK(fs::is_directory(r->dir() + "/tmp"));
+}
+
+TEST_CASE("a candidate's /tmp and /dev/shm are its own and leave nothing on the host",
+          "[pool][tmp]") {
+  if (!kiln::probe_sandbox().private_tmp) {
+    WARN("no private /tmp here: " << kiln::probe_sandbox().description());
+    return;
+  }
+  // What tests/candidates/tmp_private.py writes; left over only by a run without the sandbox.
+  const std::string probe = "/tmp/kiln_private_tmp_probe.txt";
+  const std::string shm = "/dev/shm/kiln_private_shm_probe";
+  fs::remove(probe);
+  fs::remove(shm);
+  kiln::evaluation_engine engine{test_settings(fresh_dir("tmp"))};
+  for (int round = 0; round < 2; ++round) {
+    // The second candidate runs in another runner: the first one's files are not in its /tmp.
+    auto v = evaluate(engine, "tmp_private.py", 0, "3_Softmax");
+    INFO(v.reason << "\nstdout: " << v.stdout_tail << "\nstderr: " << v.stderr_tail);
+    CHECK(v.status == verdict_status::correct);
+    CHECK_THAT(v.stdout_tail, Catch::Contains("TMPDIR=/tmp tempfile=/tmp/"));
+    CHECK_THAT(v.stdout_tail, Catch::Contains("/tmp held []"));
+  }
+  CHECK_FALSE(fs::exists(probe));
+  CHECK_FALSE(fs::exists(shm));
 }

@@ -351,3 +351,165 @@ TEST_CASE("required mode refuses to start without every feature", "[sandbox]") {
     CHECK_THAT(r.error, Catch::Contains("required") && Catch::Contains(missing));
   }
 }
+
+namespace {
+
+/// A runner's folder with its own tmp/, and the policy that makes that its /tmp.
+sandbox_policy with_private_tmp(const std::string& own) {
+  fs::create_directories(own + "/tmp");
+  auto p = confined(own);
+  p.private_tmp = own + "/tmp";
+  return p;
+}
+
+bool private_tmp_here() {
+  if (kiln::probe_sandbox().private_tmp && kiln::probe_sandbox().landlock_abi > 0)
+    return true;
+  WARN("no private /tmp or no Landlock here: " << kiln::probe_sandbox().description());
+  return false;
+}
+
+/// A name in the host's /tmp and /dev/shm that no other process uses.
+std::string host_name(const std::string& what) {
+  return "kiln-sandbox-test-" + what + "-" + std::to_string(::getpid());
+}
+
+} // namespace
+
+TEST_CASE("the probe says whether runners get a /tmp of their own", "[sandbox]") {
+  const auto& s = kiln::probe_sandbox();
+  auto line = s.description();
+  INFO(line);
+  CHECK(line.find("; tmp: ") != std::string::npos);
+  if (s.private_tmp)
+    CHECK(line.find("tmp: private") != std::string::npos);
+  else
+    CHECK_FALSE(s.private_tmp_error.empty());
+  sandbox_policy p;
+  p.mode = sandbox_mode::automatic;
+  CHECK_FALSE(kiln::tmp_is_private(p)); // no folder of its own to mount
+  p.private_tmp = "/nonexistent";
+  CHECK(kiln::tmp_is_private(p) == s.private_tmp);
+  p.keep_in_tmp = {"/"}; // a folder that holds /tmp cannot be kept beneath a private one
+  CHECK_FALSE(kiln::tmp_is_private(p));
+  p.keep_in_tmp.clear();
+  p.mode = sandbox_mode::off;
+  CHECK_FALSE(kiln::tmp_is_private(p));
+}
+
+TEST_CASE("a sandboxed child writes /tmp and /dev/shm of its own, never the host's", "[sandbox]") {
+  if (!private_tmp_here())
+    return;
+  auto dir = scratch("privtmp");
+  auto own = dir + "/own";
+  const auto visible = host_name("visible");
+  const auto written = host_name("written");
+  std::ofstream("/tmp/" + visible) << "host\n";
+  std::ofstream("/dev/shm/" + visible) << "host\n";
+  fs::remove("/tmp/" + written);
+  fs::remove("/dev/shm/" + written);
+  auto script = "ls -A /tmp; [ -e /tmp/" + visible + " ] || echo host tmp hidden; [ -e /dev/shm/"
+                + visible + " ] || echo host shm hidden; echo mine > /tmp/" + written
+                + " && cat /tmp/" + written + "; echo shm > /dev/shm/" + written
+                + " && cat /dev/shm/" + written + "; echo out > " + dir
+                + "/outside || echo outside refused";
+  auto policy = with_private_tmp(own);
+  auto in = run_shell(script, own, &policy);
+  INFO(in.err);
+  CHECK(in.proc.exit_code == 0);
+  CHECK(in.out == "host tmp hidden\nhost shm hidden\nmine\nshm\noutside refused\n");
+  // Its /tmp was its own folder, which goes with it; its /dev/shm went with its namespace.
+  CHECK(slurp(own + "/tmp/" + written) == "mine\n");
+  CHECK_FALSE(fs::exists("/tmp/" + written));
+  CHECK_FALSE(fs::exists("/dev/shm/" + written));
+  CHECK_FALSE(fs::exists(dir + "/outside"));
+
+  // Without the sandbox the same script writes the host's: the case can fail.
+  auto control = run_shell(script, own, &off_policy);
+  CHECK(slurp("/tmp/" + written) == "mine\n");
+  CHECK(slurp("/dev/shm/" + written) == "shm\n");
+  for (const auto& name : {visible, written}) {
+    fs::remove("/tmp/" + name);
+    fs::remove("/dev/shm/" + name);
+  }
+}
+
+TEST_CASE("folders kiln keeps beneath the host's /tmp stay visible and stay read-only",
+          "[sandbox]") {
+  if (!private_tmp_here())
+    return;
+  // `kiln eval` works in /tmp/kiln-eval-<pid>: its runners must still find it by that name.
+  const auto kept = "/tmp/" + host_name("kept");
+  fs::remove_all(kept);
+  fs::create_directories(kept + "/own/tmp");
+  std::ofstream(kept + "/harness.py") << "kiln\n";
+  auto own = kept + "/own";
+  auto policy = with_private_tmp(own);
+  policy.keep_in_tmp = {kept};
+  auto in = run_shell("cat " + kept + "/harness.py; echo x > " + kept
+                          + "/harness.py || echo harness refused; echo y > " + kept
+                          + "/planted || echo planting refused; echo z > " + own
+                          + "/result && echo own folder ok; ls -A /tmp",
+                      own, &policy);
+  INFO(in.proc.error << in.err);
+  CHECK(in.proc.exit_code == 0);
+  CHECK(in.out
+        == "kiln\nharness refused\nplanting refused\nown folder ok\n" + host_name("kept") + "\n");
+  CHECK(slurp(kept + "/harness.py") == "kiln\n");
+  CHECK_FALSE(fs::exists(kept + "/planted"));
+  CHECK(slurp(own + "/result") == "z\n");
+  fs::remove_all(kept);
+}
+
+TEST_CASE("two sandboxed children do not see each other's /tmp", "[sandbox]") {
+  if (!private_tmp_here())
+    return;
+  auto dir = scratch("twotmp");
+  auto policy_a = with_private_tmp(dir + "/a");
+  auto policy_b = with_private_tmp(dir + "/b");
+  // A writes its mark, says so on its stdin (a socket), and waits for the word to go on.
+  int pair[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0);
+  kiln::process_options a;
+  a.argv = {"/bin/sh", "-c", "echo a > /tmp/mark && echo ready >&0; read line; cat /tmp/mark"};
+  a.env = {"PATH=/usr/bin:/bin"};
+  a.cwd = dir + "/a";
+  a.stdout_path = dir + "/a/out.txt";
+  a.stderr_path = dir + "/a/err.txt";
+  a.stdin_fd = pair[1];
+  a.sandbox = &policy_a;
+  auto child = kiln::start_process(a);
+  ::close(pair[1]);
+  REQUIRE(child.running());
+  char buf[16] = {};
+  REQUIRE(::read(pair[0], buf, sizeof buf - 1) > 0);
+  CHECK(std::string{buf} == "ready\n");
+
+  auto b = run_shell("[ -e /tmp/mark ] && echo seen; echo b > /tmp/mark; ls -A /tmp", dir + "/b",
+                     &policy_b);
+  INFO(b.err);
+  CHECK(b.out == "mark\n");
+  REQUIRE(::write(pair[0], "go\n", 3) == 3);
+  auto ended = child.wait(30, 1);
+  ::close(pair[0]);
+  CHECK(ended.exit_code == 0);
+  CHECK(slurp(dir + "/a/out.txt") == "a\n"); // B's write did not reach A's /tmp
+  CHECK(slurp(dir + "/b/tmp/mark") == "b\n");
+}
+
+TEST_CASE("a sandboxed child cannot make device nodes in its own folder", "[sandbox]") {
+  if (kiln::probe_sandbox().landlock_abi == 0) {
+    WARN("landlock not available here: " << kiln::probe_sandbox().description());
+    return;
+  }
+  // With CAP_MKNOD a node for a disk in a writable folder would write the disk.
+  auto dir = scratch("mknod");
+  const std::string script = "mknod null c 1 3 2>/dev/null && echo made || echo refused";
+  auto policy = confined(dir);
+  auto in = run_shell(script, dir, &policy);
+  CHECK(in.out == "refused\n");
+  CHECK_FALSE(fs::exists(dir + "/null"));
+  auto control = run_shell(script, dir, &off_policy);
+  if (control.out == "made\n") // only where this process may make nodes at all
+    CHECK(fs::exists(dir + "/null"));
+}
