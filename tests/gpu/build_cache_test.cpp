@@ -14,6 +14,9 @@
 #include <catch2/catch.hpp>
 
 #include "gpu/build_cache.hpp"
+#include "gpu/harness.hpp"
+#include "gpu/process.hpp"
+#include "gpu/python.hpp"
 
 namespace fs = std::filesystem;
 
@@ -357,4 +360,88 @@ TEST_CASE("a prepared cache has a lock file for every stripe of keys", "[build_c
         == dir + "/locks/pch-" + std::string(64, 'a') + ".lock");
   CHECK(kiln::prepare_cache_dir_once(dir));
   CHECK(kiln::prepare_cache_dir_once(dir));
+}
+
+TEST_CASE("runners read Triton's shared groups and write only their staging folder",
+          "[build_cache][triton]") {
+  // No Triton here: a package of its own name whose cache module has Triton's FileCacheManager
+  // (python/triton/runtime/cache.py), reduced to what kiln_build.py's patch touches.
+  auto dir = root("triton-patch");
+  auto harness = kiln::install_harness(dir + "/harness");
+  put(fs::path{dir} / "fake" / "triton" / "__init__.py", "");
+  put(fs::path{dir} / "fake" / "triton" / "runtime" / "__init__.py", "");
+  put(fs::path{dir} / "fake" / "triton" / "runtime" / "cache.py", R"PY(
+import json, os
+class FileCacheManager:
+    def __init__(self, key, override=False, dump=False):
+        self.key = key
+        base = os.environ["TRITON_OVERRIDE_DIR" if override else "TRITON_CACHE_DIR"]
+        self.cache_dir = os.path.join(base, key)
+        os.makedirs(self.cache_dir, exist_ok=True)
+    def _make_path(self, filename):
+        return os.path.join(self.cache_dir, filename)
+    def has_file(self, filename):
+        return os.path.exists(self._make_path(filename))
+    def get_file(self, filename):
+        return self._make_path(filename) if self.has_file(filename) else None
+    def get_group(self, filename):
+        if not self.has_file("__grp__" + filename):
+            return None
+        with open(self._make_path("__grp__" + filename)) as f:
+            children = json.load(f)["child_paths"]
+        return {c: p for c, p in children.items() if os.path.exists(p)}
+    def put(self, data, filename, binary=True):
+        with open(self._make_path(filename), "wb" if binary else "w") as f:
+            f.write(data)
+        return self._make_path(filename)
+)PY");
+  auto shared = fs::path{dir} / "cache" / "triton" / "sm90";
+  put(shared / "KEY" / "k.cubin", "shared cubin");
+  put(shared / "KEY" / "k.json", "{}");
+  // As published: the paths are the publishing runner's, long gone.
+  put(shared / "KEY" / "__grp__k.json",
+      R"({"child_paths": {"k.cubin": "/gone/KEY/k.cubin", "k.json": "/gone/KEY/k.json"}})");
+  put(fs::path{dir} / "check.py", R"PY(
+import os, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import kiln_build
+private, shared = sys.argv[3], sys.argv[4]
+os.environ["TRITON_CACHE_DIR"] = private
+os.environ["TRITON_OVERRIDE_DIR"] = sys.argv[5]
+sys.meta_path.insert(0, kiln_build._PatchOnImport(
+    {"triton.runtime.cache": lambda m: kiln_build._patch_triton_cache(m, private, shared)}))
+from triton.runtime.cache import FileCacheManager
+m = FileCacheManager("KEY")
+print(m.get_file("k.cubin"))
+print(sorted(m.get_group("k.json").items()))
+print(m.get_file("missing"), m.get_group("missing.json"))
+print(m.put(b"mine", "new.cubin"))
+print(FileCacheManager("KEY", override=True).get_file("k.cubin"))
+print(FileCacheManager("OTHER").get_file("k.cubin"))
+)PY");
+  const auto private_dir = dir + "/stage/triton/sm90";
+  kiln::process_options opts;
+  opts.argv = {kiln::find_python(""),
+               "-I",
+               "-B",
+               dir + "/check.py",
+               fs::path{harness}.parent_path().string(),
+               dir + "/fake",
+               private_dir,
+               shared.string(),
+               dir + "/override"};
+  opts.env = {"PATH=/usr/bin:/bin"};
+  opts.stdout_path = dir + "/out.txt";
+  opts.stderr_path = dir + "/err.txt";
+  opts.timeout_s = 60;
+  auto r = kiln::run_process(opts);
+  INFO(slurp(dir + "/err.txt"));
+  CHECK(r.exit_code == 0);
+  const auto s = shared.string();
+  CHECK(slurp(dir + "/out.txt")
+        == s + "/KEY/k.cubin\n" + "[('k.cubin', '" + s + "/KEY/k.cubin'), ('k.json', '" + s
+               + "/KEY/k.json')]\n" + "None None\n" + private_dir + "/KEY/new.cubin\n"
+               + "None\nNone\n");
+  CHECK(slurp(private_dir + "/KEY/new.cubin") == "mine");
+  CHECK_FALSE(fs::exists(shared / "KEY" / "new.cubin"));
 }
