@@ -286,6 +286,9 @@ void apply_compile_outcome(const compile_outcome& c, verdict& v) {
     return;
   v.status = c.status;
   v.reason = c.reason;
+  v.code = c.reason.rfind("extension '", 0) == 0             ? "build_failed"
+           : c.reason.find("timed out") != std::string::npos ? "timeout"
+                                                             : "compile_stage_failed";
   v.stdout_tail = c.stdout_tail;
   v.stderr_tail = c.stderr_tail;
 }

@@ -4,8 +4,11 @@
 #include "gpu/runner.hpp"
 #include "gpu/json_text.hpp"
 
+#include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -89,7 +92,7 @@ std::string job_json(const runner_job& j, const evaluator_config& cfg) {
     << ", \"recheck_seed\": " << (j.recheck ? std::to_string(j.recheck_seed) : std::string{"null"})
     << ", \"inputs_on\": " << json_quote(j.inputs_on)
     << ", \"gate\": " << (j.gate ? "true" : "false") << ", \"nonce\": " << json_quote(j.nonce)
-    << "}\n";
+    << ", \"poison\": " << (j.poison ? "true" : "false") << "}\n";
   return o.str();
 }
 
@@ -244,6 +247,7 @@ void parse_result(const std::string& path, runner_report& r) {
   r.violations = get_strings(doc, "violations");
   r.stateful = get_bool(doc, "stateful");
   r.inputs_on = get_string(doc, "inputs_on");
+  r.model_class = get_string(doc, "model_class");
   r.gate_stopped = get_string(doc, "gate") == "stopped";
   r.nonce = get_string(doc, "nonce");
   simdjson::dom::array samples;
@@ -323,32 +327,93 @@ std::string signal_text(int sig) {
 
 } // namespace
 
+namespace {
+
+bool has(const std::string& text, std::initializer_list<const char*> signs) {
+  return std::any_of(signs.begin(), signs.end(),
+                     [&](const char* sign) { return text.find(sign) != std::string::npos; });
+}
+
+/// An exception the harness reported, as a verdict: the stage says compile or run, the text
+/// says which kind, and the sentence says what usually causes it.
+runner_failure reported_exception(const runner_report& r) {
+  using vs = verdict_status;
+  const std::string error = r.error.empty() ? "failed at stage " + r.stage : r.error;
+  if (r.stage == "import" || r.stage == "build") {
+    if (error.find("defines neither class ModelNew nor class Model") != std::string::npos)
+      return {vs::compile_error,
+              "the candidate defines neither class ModelNew nor class Model: kiln builds one of "
+              "them with the task's get_init_inputs()",
+              "no_model_class"};
+    if (has(error, {"SyntaxError", "IndentationError", "TabError"}))
+      return {vs::compile_error, "the candidate is not valid Python: " + error, "syntax_error"};
+    for (const auto& b : r.builds)
+      if (!b.error.empty())
+        return {vs::compile_error,
+                "extension '" + b.name
+                    + "' failed to build: " + (b.error_line.empty() ? error : b.error_line),
+                "build_failed"};
+    if (r.stage == "import")
+      return {vs::compile_error, "importing the candidate raised " + error, "import_error"};
+    return {vs::compile_error,
+            "building the model (its __init__ with the task's get_init_inputs()) raised " + error,
+            "init_error"};
+  }
+  if (has(error, {"out of memory", "OutOfMemoryError", "MemoryError"}))
+    return {vs::runtime_error, "the candidate ran out of memory at stage " + r.stage + ": " + error,
+            "out_of_memory"};
+  if (has(error,
+          {"illegal memory access", "illegal instruction", "misaligned address",
+           "unspecified launch failure", "device-side assert", "CUDA error", "CUDA driver error"}))
+    return {vs::runtime_error,
+            "a CUDA error at stage " + r.stage + ": " + error
+                + " (a kernel indexing out of bounds or a bad launch; rerun with "
+                  "CUDA_LAUNCH_BLOCKING=1 to find it)",
+            "cuda_error"};
+  return {vs::runtime_error, "the candidate raised at stage " + r.stage + ": " + error,
+          "exception"};
+}
+
+} // namespace
+
 runner_failure judge_process(const runner_report& r, double timeout_s) {
   using vs = verdict_status;
   if (!r.proc.started)
-    return {vs::runtime_error, "cannot start the runner: " + r.proc.error};
+    return {vs::runtime_error,
+            "kiln could not start the runner: " + r.proc.error
+                + " (a problem of this machine "
+                  "or kiln's setup, not of the candidate)",
+            "runner_start"};
   if (r.proc.timed_out) {
     std::ostringstream o;
     o << "timed out after " << timeout_s << " s";
     if (r.have_result)
       o << " (stage " << r.stage << ")";
-    return {vs::timeout, o.str()};
+    o << ": an endless loop, a deadlock, or work far slower than the reference";
+    return {vs::timeout, o.str(), "timeout"};
   }
   // A reported exception explains more than the crash that may have followed it.
-  if (r.have_result && !r.ok) {
-    auto status =
-        (r.stage == "import" || r.stage == "build") ? vs::compile_error : vs::runtime_error;
-    auto reason = r.error.empty() ? "failed at stage " + r.stage : r.error;
-    return {status, reason};
+  if (r.have_result && !r.ok)
+    return reported_exception(r);
+  if (r.proc.signal != 0) {
+    std::string why = "runner killed by " + signal_text(r.proc.signal);
+    why += r.proc.signal == SIGKILL
+               ? ": often the kernel's out-of-memory killer"
+               : ": a crash in native code (an extension or kernel that reads or writes out of "
+                 "bounds)";
+    return {vs::runtime_error, why, "crash"};
   }
-  if (r.proc.signal != 0)
-    return {vs::runtime_error, "runner killed by " + signal_text(r.proc.signal)};
   if (!r.have_result)
-    return {vs::runtime_error, "runner exited with code " + std::to_string(r.proc.exit_code)
-                                   + " and " + r.result_problem};
+    return {vs::runtime_error,
+            "runner exited with code " + std::to_string(r.proc.exit_code) + " and "
+                + r.result_problem
+                + ": the candidate ended the process (os._exit, sys.exit in "
+                  "a thread) or broke the harness",
+            "no_result"};
   if (r.proc.exit_code != 0)
-    return {vs::runtime_error, "runner exited with code " + std::to_string(r.proc.exit_code)};
-  return {vs::correct, {}};
+    return {vs::runtime_error, "runner exited with code " + std::to_string(r.proc.exit_code),
+            "exit_status"};
+  return {vs::correct, {}, {}};
 }
 
 runner_report run_runner(const runner_context& ctx, const runner_job& job, double timeout_s,

@@ -80,6 +80,9 @@ struct runner_job {
   /// trials, ask the parent (through `gate` of run_runner) whether to go on timing; a candidate
   /// whose outputs are wrong is not timed, nor a reference that another lane timed meanwhile.
   bool gate = false;
+  /// Candidate mode: fill freed memory with NaN before each call, so that an output read from
+  /// memory nobody wrote shows. Off only for the diagnosis of a NaN verdict (evaluate.cpp).
+  bool poison = true;
 };
 
 /// One load_inline / load call of a runner (result.json `builds`, gpu/harness/kiln_build.py).
@@ -140,9 +143,11 @@ struct runner_report {
   /// `violations`): outputs that are not plain tensors, replaced functions, live threads.
   std::vector<std::string> violations;
   bool have_recheck = false;
-  trial_record recheck;      ///< the post-timing call (runner_job::recheck)
-  bool stateful = false;     ///< the model's parameters or buffers changed during the trials
-  std::string inputs_on;     ///< where the runner made its inputs: "device" or "cpu"
+  trial_record recheck;  ///< the post-timing call (runner_job::recheck)
+  bool stateful = false; ///< the model's parameters or buffers changed during the trials
+  std::string inputs_on; ///< where the runner made its inputs: "device" or "cpu"
+  /// "Model" when the candidate defined no ModelNew and its Model was judged; else empty.
+  std::string model_class;
   bool gate_stopped = false; ///< told at the gate not to time (its outputs were wrong)
   /// The parent answered `time` at the gate. Timing samples from a gated job without it were
   /// taken by a runner that got past its gate.
@@ -158,6 +163,7 @@ struct runner_report {
 struct runner_failure {
   verdict_status status = verdict_status::runtime_error;
   std::string reason;
+  std::string code; ///< the verdict code (docs/evaluation.md), set with the reason
 };
 
 /// Stops the scratch folder from outliving an evaluation, whatever path leaves it.
