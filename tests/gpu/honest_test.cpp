@@ -79,7 +79,7 @@ std::vector<std::string> corpus_files() {
   return names;
 }
 
-/// Shared by every run: the corpus's four C++ extensions are built once per machine, and later
+/// Shared by every run: the corpus's five C++ extensions are built once per machine, and later
 /// runs only load them (the cache is content-addressed, so what a run left is never wrong).
 const std::string shared_cache = KILN_TEST_TMP "/honest-cache";
 
