@@ -566,7 +566,10 @@ private:
 struct publisher {
   std::string stage;
   std::string cache;
-  staging_report report;
+  staging_report& report;
+
+  /// False for an entry an earlier call looked at already; marks it.
+  bool first_time(const std::string& what) { return report.handled.insert(what).second; }
 
   void reject(const std::string& what, const std::string& why) {
     ++report.rejected;
@@ -602,6 +605,8 @@ std::string get_string(simdjson::dom::element e, const char* key) {
 
 void publish_ext_entry(publisher& p, int ext_fd, const std::string& name) {
   const std::string what = "ext/" + name;
+  if (!p.first_time(what))
+    return;
   if (!is_hex64(name))
     return p.reject(what, "not a cache key");
   auto dir = open_dir_at(ext_fd, name);
@@ -721,7 +726,7 @@ void publish_requests(publisher& p, int stage_fd) {
   int count = 0;
   for (const auto& name : names_in(dir.get(), 4 * staging_limits::requests)) {
     const std::string what = "pch-requests/" + name;
-    if (name.find(".tmp") != std::string::npos)
+    if (name.find(".tmp") != std::string::npos || !p.first_time(what))
       continue;
     if (++count > staging_limits::requests)
       return p.reject("pch-requests", "too many requests");
@@ -830,6 +835,8 @@ void publish_triton_group(publisher& p, int tag_fd, const std::string& tag,
   }
   if (files.empty())
     return; // a folder Triton made for a lookup
+  if (!p.first_time(what))
+    return;
   if (bytes > staging_limits::triton_group_bytes)
     return p.reject(what,
                     "larger than " + std::to_string(staging_limits::triton_group_bytes) + " bytes");
@@ -1018,13 +1025,20 @@ std::string pch_lock_path(const std::string& cache, const std::string& key) {
 }
 
 staging_report publish_staged(const std::string& stage, const std::string& cache) {
-  publisher p{stage, cache, {}};
+  staging_report report;
+  publish_staged(stage, cache, report);
+  return report;
+}
+
+void publish_staged(const std::string& stage, const std::string& cache, staging_report& report) {
+  publisher p{stage, cache, report};
   try {
     auto fd = open_stage(stage);
     if (!fd.ok()) {
-      if (errno != ENOENT)
-        p.reject("stage", "not a folder (" + errno_text(errno) + ")");
-      return p.report;
+      const int err = errno;
+      if (err != ENOENT && p.first_time("stage"))
+        p.reject("stage", "not a folder (" + errno_text(err) + ")");
+      return;
     }
     publish_exts(p, fd.get());
     publish_requests(p, fd.get());
@@ -1032,12 +1046,12 @@ staging_report publish_staged(const std::string& stage, const std::string& cache
   } catch (const std::exception& e) {
     p.reject("stage", e.what());
   }
-  return p.report;
 }
 
 staging_report publish_pch(const std::string& stage, const std::string& cache,
                            const std::string& key) {
-  publisher p{stage, cache, {}};
+  staging_report report;
+  publisher p{stage, cache, report};
   const std::string what = "pch/" + key;
   try {
     if (!is_hex64(key)) {

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,12 +90,18 @@ struct staging_report {
   int skipped = 0;   ///< entries kiln does not share (Triton groups with host code)
   int rejected = 0;
   std::vector<std::string> problems; ///< one line per rejected entry
+  /// The entries looked at (`ext/<key>`, ...): a later call with this report skips them.
+  std::set<std::string> handled;
 };
 
 /// Publishes what a runner left in its staging folder `stage`: extensions, precompiled-header
-/// requests and Triton groups (not precompiled headers: publish_pch). Only after the runner, and
-/// everything it started, has ended. A missing `stage` publishes nothing. Never throws.
+/// requests and Triton groups (not precompiled headers: publish_pch). After the runner, and
+/// everything it started, has ended, or while it waits at its gate (its files are copied, so a
+/// change made meanwhile gains it nothing it could not stage anyway). A missing `stage`
+/// publishes nothing. Never throws.
 staging_report publish_staged(const std::string& stage, const std::string& cache);
+/// The same, adding to `report` and skipping the entries it has handled already.
+void publish_staged(const std::string& stage, const std::string& cache, staging_report& report);
 
 /// Publishes the precompiled header `key` (and nothing else) that a pch runner built in
 /// `stage/pch/<key>/`. Never throws.

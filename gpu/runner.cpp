@@ -453,7 +453,12 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
                   runner->pid(), runner->warm() ? "warm" : "cold", r.dir);
     std::function<bool()> ask;
     if (shared.gate && gate)
-      ask = [&gate, &r, dir = r.dir] {
+      ask = [&gate, &r, &shared, dir = r.dir] {
+        // The runner let go of its build locks before it asked: what it built is published
+        // before the gate may wait for the device, so another lane's runner that waited for
+        // one of those locks (holding the device shared) loads it and goes on.
+        if (!shared.cache_dir.empty())
+          publish_staged(shared.stage_dir, shared.cache_dir, r.staged);
         const bool go = gate(dir);
         r.gate_go = r.gate_go || go;
         return go;
@@ -490,7 +495,7 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
   // The runner and everything it started have ended (its PID namespace is gone): nothing can
   // change its staged builds while kiln checks and copies them.
   if (r.proc.started && !shared.cache_dir.empty())
-    r.staged = publish_staged(shared.stage_dir, shared.cache_dir);
+    publish_staged(shared.stage_dir, shared.cache_dir, r.staged);
   // After a timeout there is normally no result; one written before a hang at exit counts.
   if (r.proc.started)
     parse_result(r.dir + "/result.json", r);

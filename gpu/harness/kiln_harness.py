@@ -279,6 +279,7 @@ def _main(argv, gate_fd=None):
             # The trial outputs are on disk: the parent compares them now, and a candidate
             # whose outputs are wrong is not timed (that would only cost device time). For a
             # reference the parent takes the device whole, or finds another lane's timing.
+            kiln_build.release_locks()  # a lane waiting for one of them holds the device shared
             if not _gate(gate_fd):
                 result["gate"] = "stopped"
                 job["time"] = False

@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -22,7 +24,10 @@
 #include "gpu/build_cache.hpp"
 #include "gpu/compile.hpp"
 #include "gpu/evaluate.hpp"
+#include "gpu/harness.hpp"
 #include "gpu/python.hpp"
+#include "gpu/runner.hpp"
+#include "gpu/runner_pool.hpp"
 #include "gpu/sandbox.hpp"
 
 namespace fs = std::filesystem;
@@ -149,6 +154,56 @@ TEST_CASE("kiln publishes a compile runner's build, whose key it recomputed", "[
   CHECK((fs::status(entry + "/kiln_add.so").permissions() & fs::perms::owner_write)
         == fs::perms::none);
   CHECK(fs::is_empty(s.cache_dir + "/tmp"));
+}
+
+TEST_CASE("a gated runner's builds are published at its gate, its locks already let go",
+          "[compile]") {
+  // Another lane's runner that waits for one of those locks holds the device shared; were they
+  // still held while the gate waits for the device whole, each would wait for the other.
+  auto dir = work_dir() + "/gate";
+  fs::create_directories(dir);
+  kiln::eval_settings s;
+  s.python = kiln::find_python("");
+  s.work_dir = dir + "/work";
+  s.cache_dir = dir + "/cache";
+  kiln::prepare_cache_dir(s.cache_dir);
+  auto harness = kiln::install_harness(s.work_dir);
+  kiln::runner_pool pool{kiln::runner_pool_launch(s, harness), 1};
+  kiln::runner_context ctx{s, harness, dir, "", "cpu", 1};
+  ctx.pool = &pool;
+  const auto candidate_path = dir + "/candidate.py";
+  std::ofstream{candidate_path} << salted(candidate("ext_pybind_add.py"), fresh_salt());
+  kiln::runner_job job;
+  job.mode = "candidate";
+  job.task_path = KILN_SOURCE_DIR "/tests/tasks/cpu/3_Softmax.py";
+  job.candidate_path = candidate_path;
+  job.device = "cpu";
+  job.seeds = {1};
+  job.time = true;
+  job.gate = true;
+  int entries_at_gate = -1;
+  int locks_held_at_gate = -1;
+  auto r = kiln::run_runner(ctx, job, 300, [&](const std::string&) {
+    entries_at_gate = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator{s.cache_dir + "/ext"})
+      ++entries_at_gate;
+    locks_held_at_gate = 0;
+    for (const auto& e : fs::directory_iterator{s.cache_dir + "/locks"}) {
+      int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) != 0)
+        ++locks_held_at_gate;
+      if (fd >= 0)
+        ::close(fd);
+    }
+    return false; // not timed: the case is over
+  });
+  INFO(kiln::tail_of_file(r.stderr_path, 2000));
+  CHECK(r.have_result);
+  CHECK(r.gate_stopped);
+  CHECK(entries_at_gate == 1);
+  CHECK(locks_held_at_gate == 0);
+  CHECK(r.staged.published == 1);
+  CHECK(r.staged.existing == 0); // the look after its end did not count it again
 }
 
 TEST_CASE("a candidate with other Python code but the same kernel source hits the cache",
