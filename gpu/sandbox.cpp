@@ -133,13 +133,12 @@ int mount_own_proc() {
   return 0;
 }
 
-// The runner's own folder as its /tmp. A bind mount, not a tmpfs: extension builds put hundreds
-// of megabytes there, which belong on the work folder's disk rather than in memory, and the
-// folder goes with the runner's.
-// The runner's /tmp, and beneath it the folders of the old one that stay reachable by their
-// paths: each opened first and bound back through /proc/self/fd once the new /tmp hides it (a
-// bind's source must be a mount of this namespace, so none can be opened before the clone).
-// `keep` become read-only, `writable` (beneath them) stay writable.
+// The runner's own folder as its /tmp: a bind mount, not a tmpfs, since extension builds put
+// hundreds of megabytes there, which belong on the work folder's disk rather than in memory, and
+// the folder goes with the runner's. Beneath it, the folders of the old /tmp that stay reachable
+// by their paths: each opened first and bound back through /proc/self/fd once the new /tmp hides
+// it (a bind's source must be a mount of this namespace, so none can be opened before the
+// clone); `keep` become read-only, `writable` (beneath them) stay writable.
 int mount_private_tmp(const char* source, const std::vector<std::string>& keep,
                       const std::vector<std::string>& writable) {
   constexpr size_t max = sandbox_plan::max_tmp_keeps;

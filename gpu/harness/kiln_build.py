@@ -151,7 +151,7 @@ class _State:
         self.stage = stage  # this runner's own: what it builds, for kiln to publish
         self.builds = builds
         self.loaded = {}  # key -> what the first call returned, for repeated calls
-        self.locks = {}  # lock stripe -> descriptor, held until the process exits
+        self.locks = {}  # lock stripe -> descriptor, held until the gate or the process's end
 
     def patch(self, ce):
         if getattr(ce, "_kiln_patched", False):
@@ -231,9 +231,9 @@ class _State:
             return _MISS
 
     def _lock(self, key):
-        """Takes the lock of `key`'s stripe and keeps it until this process exits: kiln
-        publishes the build after the runner has ended, so a builder of the same key that waits
-        for the lock finds the entry published. True when it had to wait."""
+        """Takes the lock of `key`'s stripe and keeps it until the gate (release_locks) or until
+        this process exits: kiln publishes the build then, so a builder of the same key that
+        waits for the lock finds the entry published. True when it had to wait."""
         import fcntl
         import os
         import time
@@ -272,16 +272,16 @@ class _State:
         return False
 
     def _wait_published(self, key):
+        import os
         import time
 
+        meta = os.path.join(self.cache, "ext", key, "meta.json")
         deadline = time.monotonic() + _PUBLISH_WAIT_S
         pause = 0.01
-        while True:
-            value = self._hit(key)
-            if value is not _MISS or time.monotonic() >= deadline:
-                return value
+        while not os.path.exists(meta) and time.monotonic() < deadline:
             time.sleep(pause)
             pause = min(pause * 2, 0.2)
+        return self._hit(key)
 
     def _locked_build(self, ce, original, kind, a, key, manifest, with_cuda, record):
         import time
