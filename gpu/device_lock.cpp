@@ -397,10 +397,14 @@ struct device_claim::state {
   ~state() {
     if (fd < 0)
       return;
-    if (writable && ::ftruncate(fd, 0) != 0)
-      spdlog::debug("device lock: cannot clear {}: {}", path, errno_text(errno));
+    // A claim may outlive the logger (a command that shut spdlog down before its claims went):
+    // the default logger is then gone, and logging through it would crash on the way out.
+    auto* log = spdlog::default_logger_raw();
+    if (writable && ::ftruncate(fd, 0) != 0 && log != nullptr)
+      log->debug("device lock: cannot clear {}: {}", path, errno_text(errno));
     ::close(fd); // lets go of the flock
-    spdlog::debug("device lock: {} let go of {}", device, path);
+    if (log != nullptr)
+      log->debug("device lock: {} let go of {}", device, path);
   }
 };
 

@@ -207,6 +207,7 @@ int run(const run_args& args) {
     self->send_exit(sup, caf::exit_reason::user_shutdown);
   }
   spdlog::info("kiln: run ended with exit code {}", code);
+  claims.clear(); // the devices go back while the log still takes their lines
   spdlog::shutdown();
   return code;
 }

@@ -591,6 +591,17 @@ class _Guard:
             if getattr(owner, attr) is value:  # only what has a stable identity
                 self.watched.append(("%s.%s" % (owner_name, attr), owner, attr, value))
         self.modules = [(name, sys.modules.get(name)) for name in _WATCHED_MODULES]
+        self.abspath = os.path.abspath
+        self.torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+
+    def _torch_wrapper(self, now, value):
+        # Parts of torch wrap its functions as they load: the first torch.compile imports
+        # torch._dynamo, which rebinds torch.manual_seed to a wrapper that keeps seeding out of
+        # compiled graphs. Such a wrapper calls the original (functools.wraps' __wrapped__) and
+        # its code is torch's own; anything else that replaces a watched function is rejected.
+        code = getattr(now, "__code__", None)
+        return (getattr(now, "__wrapped__", None) is value and code is not None
+                and self.abspath(code.co_filename).startswith(self.torch_dir))
 
     def _watch_threads(self, threading):
         # Thread.start remembers the threads that candidate code started (directly or through
@@ -621,7 +632,8 @@ class _Guard:
 
     def check(self):
         for label, owner, attr, value in self.watched:
-            if getattr(owner, attr, None) is not value:
+            now = getattr(owner, attr, None)
+            if now is not value and not self._torch_wrapper(now, value):
                 raise _Rejected("replaced %s at run time" % label)
         for name, module in self.modules:
             if sys.modules.get(name) is not module:

@@ -39,7 +39,7 @@ class ModelNew(nn.Module):
         k = split(self.k_proj(x)).transpose(1, 2)
         v = split(self.v_proj(x)).transpose(1, 2)
         attn = softmax_last(torch.baddbmm(
-            torch.zeros(b * self.num_heads, t, t, dtype=x.dtype),
+            torch.zeros(b * self.num_heads, t, t, dtype=x.dtype, device=x.device),
             q.reshape(-1, t, self.head_dim), k.reshape(-1, t, self.head_dim).transpose(1, 2),
             beta=0.0, alpha=self.scale))
         y = torch.bmm(attn, v.reshape(-1, t, self.head_dim)).view(b, self.num_heads, t, -1)

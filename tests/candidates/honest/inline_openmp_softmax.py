@@ -11,6 +11,7 @@ cpp_source = r"""
 #include <limits>
 
 torch::Tensor softmax_rows(torch::Tensor x) {
+  TORCH_CHECK(x.device().is_cpu(), "softmax_rows: a CPU kernel");
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat, "softmax_rows: 2-D float32 input");
   auto in = x.contiguous();
   auto out = torch::empty_like(in);
@@ -53,4 +54,5 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        return softmax_ext.softmax_rows(x)
+        # A CPU kernel: on a GPU the rows make the round trip through host memory.
+        return softmax_ext.softmax_rows(x.cpu()).to(x.device)

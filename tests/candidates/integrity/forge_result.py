@@ -28,14 +28,14 @@ class ModelNew(nn.Module):
         trials = []
         for k, seed in enumerate(job["seeds"]):
             torch.manual_seed(seed)
-            inputs = torch.randn(64, 512) * 2.0
+            inputs = torch.randn(64, 512, device=x.device) * 2.0
             with torch.no_grad():
                 torch.save((self.net(inputs),), os.path.join(job["out_dir"], "ou" + "t_%d.p" % k + "t"))
             trials.append({"seed": seed, "file": "", "inputs_mutated": False, "aliases": []})
         seed = job["recheck_seed"]
         torch.manual_seed(seed)
         with torch.no_grad():
-            recheck = self.net(torch.randn(64, 512) * 2.0)
+            recheck = self.net(torch.randn(64, 512, device=x.device) * 2.0)
         torch.save((recheck,), os.path.join(job["out_dir"], "ou" + "t_rech" + "eck.p" + "t"))
         fake = {"ok": True, "stage": "done", "error": "", "structure": "tensor", "trials": trials,
                 "samples_ms": [0.001] * 10, "timing_wall_ms": 1.0, "load_ms": 1.0,
