@@ -87,8 +87,6 @@ evaluation_engine::evaluation_engine(eval_settings settings) : settings_(std::mo
     throw std::runtime_error("evaluator: empty work_dir");
   settings_.work_dir = fs::absolute(settings_.work_dir).lexically_normal().string();
   fs::create_directories(settings_.work_dir);
-  fs::create_directories(settings_.work_dir + "/cache/torch_extensions");
-  fs::create_directories(settings_.work_dir + "/cache/triton");
   harness_path_ = install_harness(settings_.work_dir);
   pool_ = std::make_unique<runner_pool>(
       runner_pool_launch(settings_, harness_path_),
@@ -138,7 +136,6 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
       throw std::runtime_error("unknown device " + settings_.device);
     ctx.scratch = make_scratch(settings_.work_dir, counter_);
     guard.dir = ctx.scratch;
-    fs::create_directories(ctx.scratch + "/tmp");
 
     // The task as it was read when the run started (task_spec::source), not as the file on
     // disk may be now.
@@ -581,7 +578,6 @@ runner_facts evaluation_engine::facts() {
       throw std::runtime_error("unknown device " + settings_.device);
     ctx.scratch = make_scratch(settings_.work_dir, counter_);
     guard.dir = ctx.scratch;
-    fs::create_directories(ctx.scratch + "/tmp");
     runner_job job;
     job.mode = "facts";
     job.dir = ctx.scratch + "/facts";

@@ -52,7 +52,6 @@ reference_timing evaluation_engine::time_reference(const task_spec& task,
       throw std::runtime_error("unknown device " + settings_.device);
     ctx.scratch = make_scratch(settings_.work_dir, counter_);
     guard.dir = ctx.scratch;
-    fs::create_directories(ctx.scratch + "/tmp");
     auto task_source = task.source.empty() ? read_file(task.path) : task.source;
     auto task_path = ctx.scratch + "/task.py";
     write_file(task_path, task_source);

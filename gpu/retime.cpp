@@ -84,7 +84,6 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
       throw std::runtime_error("unknown device " + settings_.device);
     ctx.scratch = make_scratch(settings_.work_dir, counter_);
     guard.dir = ctx.scratch;
-    fs::create_directories(ctx.scratch + "/tmp");
     auto task_path = ctx.scratch + "/task.py";
     write_file(task_path, job.task.source.empty() ? read_file(job.task.path) : job.task.source);
     std::vector<std::string> paths;
