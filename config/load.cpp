@@ -412,19 +412,34 @@ void read_devices(section& s, const toml::node& n, std::vector<std::string>& out
 }
 
 void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
-  section s{r, t, "evaluator", {"devices",      "python",
-                                "timeout_s",    "trials",
-                                "atol",         "rtol",
-                                "cpu_threads",  "warmup_calls",
-                                "min_samples",  "max_samples",
-                                "min_timing_s", "max_timing_s",
-                                "target_ci",    "mode",
-                                "cache_dir",    "compile_workers",
-                                "gpu_lanes",    "compile_timeout_s",
-                                "pool_size",    "memory_limit_gb",
-                                "sandbox",      "retime_rounds",
-                                "retime_top",   "borderline_trials",
-                                "device_lock_wait_s"}};
+  section s{r,
+            t,
+            "evaluator",
+            {"devices",
+             "python",
+             "timeout_s",
+             "trials",
+             "atol",
+             "rtol",
+             "cpu_threads",
+             "warmup_calls",
+             "min_samples",
+             "max_samples",
+             "min_timing_s",
+             "max_timing_s",
+             "target_ci",
+             "mode",
+             "cache_dir",
+             "compile_workers",
+             "gpu_lanes",
+             "compile_timeout_s",
+             "pool_size",
+             "memory_limit_gb",
+             "sandbox",
+             "retime_rounds",
+             "retime_top",
+             "borderline_trials",
+             "device_lock_wait_s"}};
   if (auto* n = t.get("devices"))
     read_devices(s, *n, ev.devices);
   // A bare name such as `python3` is looked up on PATH; only a path is tied to the config's dir.

@@ -162,8 +162,8 @@ int run(const run_args& args) {
     for (const auto& e : plan.evaluators)
       if (std::find(ids.begin(), ids.end(), e.device) == ids.end())
         ids.push_back(e.device);
-    claims = claim_devices(ids, {plan.cfg.evaluator.device_lock_wait_s, "",
-                                 plan.evaluators.front().cache_dir, {}});
+    claims = claim_devices(
+        ids, {plan.cfg.evaluator.device_lock_wait_s, "", plan.evaluators.front().cache_dir, {}});
   } catch (const std::exception& e) {
     spdlog::error("kiln: {}", e.what());
     std::cerr << "kiln: " << e.what() << "\n";
