@@ -550,6 +550,11 @@ sandbox_policy runner_sandbox(const eval_settings& settings) {
   // Under a private /tmp the runner must still find these by their names (`kiln eval` works
   // in /tmp/kiln-eval-<pid>; a virtual environment may live there; CUDA's MPS clients talk to
   // their daemon through /tmp/nvidia-mps).
+  // Only a folder that exists when the runner starts is bound back: a build cache beneath /tmp
+  // made after that would be hidden from the runner (no hits), and a candidate writing to its
+  // path would only write into its own /tmp, which looks to it like a writable cache.
+  if (!settings.cache_dir.empty())
+    fs::create_directories(settings.cache_dir, ec);
   p.keep_in_tmp = {settings.work_dir, settings.cache_dir, "/tmp/nvidia-mps"};
   if (!settings.python.empty()) {
     p.keep_in_tmp.push_back(fs::path{settings.python}.parent_path().parent_path().string());
