@@ -556,6 +556,18 @@ sandbox_policy runner_sandbox(const eval_settings& settings) {
   if (!settings.cache_dir.empty())
     fs::create_directories(settings.cache_dir, ec);
   p.keep_in_tmp = {settings.work_dir, settings.cache_dir, "/tmp/nvidia-mps"};
+  // More folders beneath /tmp that runners must still read, named by whoever starts kiln:
+  // `KILN_TMP_KEEP=/tmp/a:/tmp/b` (the test suite names its checkout when that lies in /tmp,
+  // since its fixtures hand runners files from the source tree). Read-only, like the rest.
+  if (const char* extra = std::getenv("KILN_TMP_KEEP"); extra != nullptr) {
+    std::string list = extra;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t colon = std::min(list.find(':', at), list.size());
+      if (colon > at)
+        p.keep_in_tmp.push_back(list.substr(at, colon - at));
+      at = colon + 1;
+    }
+  }
   if (!settings.python.empty()) {
     p.keep_in_tmp.push_back(fs::path{settings.python}.parent_path().parent_path().string());
     auto real = fs::weakly_canonical(settings.python, ec);

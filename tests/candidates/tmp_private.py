@@ -13,7 +13,9 @@ import torch.nn as nn
 PROBE = "/tmp/kiln_private_tmp_probe.txt"
 SHM = "/dev/shm/kiln_private_shm_probe"
 
-_seen = sorted(os.listdir("/tmp"))
+# Probes found before writing any: another runner's, seen through a /tmp that is not private.
+# (kiln's own folders beneath the host's /tmp, bound back read-only, may show there too.)
+_seen = sorted(n for n in os.listdir("/tmp") if n.startswith("kiln_private"))
 _mine = "pid %d of %s" % (os.getpid(), os.environ.get("HOME", "?"))
 with open(PROBE, "w") as f:
     f.write(_mine)

@@ -359,7 +359,19 @@ sandbox_policy with_private_tmp(const std::string& own) {
   fs::create_directories(own + "/tmp");
   auto p = confined(own);
   p.private_tmp = own + "/tmp";
+  // Bound back when it lies beneath the host's /tmp (a checkout there), as runner_sandbox does
+  // with a runner's work folder.
+  p.keep_in_tmp = {own};
   return p;
+}
+
+/// `ls -A /tmp` as a runner beneath `dir` sees it, less the mount point of `dir` itself when it
+/// lies beneath the host's /tmp (a checkout there): kiln binds such a folder back.
+std::string list_tmp(const std::string& dir) {
+  auto rel = fs::weakly_canonical(dir).lexically_relative(fs::canonical("/tmp"));
+  if (rel.empty() || rel.native().rfind("..", 0) == 0)
+    return "ls -A /tmp";
+  return "ls -A /tmp | grep -vx '" + rel.begin()->string() + "'";
 }
 
 bool private_tmp_here() {
@@ -408,12 +420,13 @@ TEST_CASE("a sandboxed child writes /tmp and /dev/shm of its own, never the host
   std::ofstream("/dev/shm/" + visible) << "host\n";
   fs::remove("/tmp/" + written);
   fs::remove("/dev/shm/" + written);
-  auto script = "ls -A /tmp; [ -e /tmp/" + visible + " ] || echo host tmp hidden; [ -e /dev/shm/"
-                + visible + " ] || echo host shm hidden; echo mine > /tmp/" + written
-                + " && cat /tmp/" + written + "; echo shm > /dev/shm/" + written
-                + " && cat /dev/shm/" + written + "; echo out > " + dir
-                + "/outside || echo outside refused";
+  auto script = list_tmp(dir) + "; [ -e /tmp/" + visible
+                + " ] || echo host tmp hidden; [ -e /dev/shm/" + visible
+                + " ] || echo host shm hidden; echo mine > /tmp/" + written + " && cat /tmp/"
+                + written + "; echo shm > /dev/shm/" + written + " && cat /dev/shm/" + written
+                + "; echo out > " + dir + "/outside || echo outside refused";
   auto policy = with_private_tmp(own);
+  policy.keep_in_tmp = {dir}; // beneath /tmp, `outside` must be the host's folder, kept read-only
   auto in = run_shell(script, own, &policy);
   INFO(in.err);
   CHECK(in.proc.exit_code == 0);
@@ -485,8 +498,8 @@ TEST_CASE("two sandboxed children do not see each other's /tmp", "[sandbox]") {
   REQUIRE(::read(pair[0], buf, sizeof buf - 1) > 0);
   CHECK(std::string{buf} == "ready\n");
 
-  auto b = run_shell("[ -e /tmp/mark ] && echo seen; echo b > /tmp/mark; ls -A /tmp", dir + "/b",
-                     &policy_b);
+  auto b = run_shell("[ -e /tmp/mark ] && echo seen; echo b > /tmp/mark; " + list_tmp(dir),
+                     dir + "/b", &policy_b);
   INFO(b.err);
   CHECK(b.out == "mark\n");
   REQUIRE(::write(pair[0], "go\n", 3) == 3);
