@@ -2,7 +2,7 @@
 """A PIKE-style baseline evaluator, written for kiln's throughput benchmark.
 
 It reproduces the costs and semantics of PIKE's evaluator (scripts/eval.py run by an eval worker,
-as the paper describes it, arXiv 2511.16964, section 3), not its code:
+as the pike-project/pike repository runs it; the paper is arXiv 2511.16964), not its code:
 
   * one fresh Python process per candidate, at most --jobs of them at a time;
   * no build cache: every process gets its own empty TORCH_EXTENSIONS_DIR, TRITON_CACHE_DIR and
