@@ -329,6 +329,13 @@ std::string signal_text(int sig) {
 
 namespace {
 
+/// What CUDA's errors say: a reported exception with one of these is a `cuda_error`, and any
+/// ending with one makes the device suspect.
+constexpr std::initializer_list<const char*> cuda_error_signs = {
+    "illegal memory access",      "illegal instruction", "misaligned address",
+    "unspecified launch failure", "device-side assert",  "CUDA error",
+    "uncorrectable ECC",          "CUDA driver error"};
+
 bool has(const std::string& text, std::initializer_list<const char*> signs) {
   return std::any_of(signs.begin(), signs.end(),
                      [&](const char* sign) { return text.find(sign) != std::string::npos; });
@@ -362,9 +369,7 @@ runner_failure reported_exception(const runner_report& r) {
   if (has(error, {"out of memory", "OutOfMemoryError", "MemoryError"}))
     return {vs::runtime_error, "the candidate ran out of memory at stage " + r.stage + ": " + error,
             "out_of_memory"};
-  if (has(error,
-          {"illegal memory access", "illegal instruction", "misaligned address",
-           "unspecified launch failure", "device-side assert", "CUDA error", "CUDA driver error"}))
+  if (has(error, cuda_error_signs))
     return {vs::runtime_error,
             "a CUDA error at stage " + r.stage + ": " + error
                 + " (a kernel indexing out of bounds or a bad launch; rerun with "
@@ -521,9 +526,7 @@ std::string runner_suspicion(const runner_report& r, bool cuda) {
   // A sticky error poisons the CUDA context of the process that hit it; whether the device
   // itself survived only a fresh process can tell.
   auto text = r.error + "\n" + tail_of_file(r.stderr_path, tail_bytes);
-  for (const char* sign : {"illegal memory access", "illegal instruction", "misaligned address",
-                           "unspecified launch failure", "device-side assert", "CUDA error",
-                           "uncorrectable ECC", "CUDA driver error"})
+  for (const char* sign : cuda_error_signs)
     if (text.find(sign) != std::string::npos)
       return std::string{"reported a CUDA error ("} + sign + ")";
   return {};
