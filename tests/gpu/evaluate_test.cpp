@@ -209,6 +209,14 @@ TEST_CASE("NaN from memory the candidate never wrote is told apart from NaN it c
   CHECK_THAT(computed.reason, Catch::Contains("computes NaN itself"));
 }
 
+TEST_CASE("an overflow of a float16 intermediate is Inf, and says so") {
+  auto v = evaluate(shared_engine(), "mlp_half_overflow.py");
+  CHECK(v.status == verdict_status::incorrect);
+  CHECK(v.code == "inf_output");
+  CHECK_THAT(v.reason, Catch::Contains("16384 of 16384 values, the first at [0, 0]"));
+  CHECK_THAT(v.reason, Catch::Contains("float16"));
+}
+
 TEST_CASE("a handful of values just outside the tolerance is re-checked, then called noise") {
   auto v = evaluate(shared_engine(), "mlp_borderline.py");
   CHECK(v.status == verdict_status::correct);
