@@ -13,6 +13,7 @@
 // the runner planted leads kiln anywhere else.
 
 #include "gpu/build_cache.hpp"
+#include "gpu/json_text.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -142,43 +143,10 @@ private:
 
 // -- canonical JSON -------------------------------------------------------------------------------
 
-// Python's json string escapes with ensure_ascii=False: the short ones, \u00xx for the other
-// control characters, every other byte as it is.
+// Python's json string, as json.dumps(..., ensure_ascii=False) writes it.
 void append_python_json_string(std::string& out, std::string_view s) {
   out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
+  append_json_escaped(out, s);
   out += '"';
 }
 

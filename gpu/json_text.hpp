@@ -10,7 +10,9 @@
 
 namespace kiln {
 
-/// Appends `s` escaped for a JSON string, without the quotes.
+/// Appends `s` escaped for a JSON string, without the quotes: as Python's json.dumps with
+/// ensure_ascii=False writes it (the short escapes, \u00xx for the other control characters,
+/// every other byte as it is), which the build cache's key relies on (gpu/build_cache.cpp).
 inline void append_json_escaped(std::string& out, std::string_view s) {
   for (unsigned char c : s) {
     switch (c) {
@@ -19,6 +21,12 @@ inline void append_json_escaped(std::string& out, std::string_view s) {
         break;
       case '\\':
         out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
         break;
       case '\n':
         out += "\\n";
