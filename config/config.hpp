@@ -47,6 +47,8 @@ struct evaluator_config {
   double min_timing_s = defaults::min_timing_s;
   double max_timing_s = defaults::max_timing_s;
   double target_ci = defaults::target_ci;
+  std::string timing_statistic = defaults::timing_statistic;
+  int64_t timing_rounds = defaults::timing_rounds;
   int64_t borderline_trials = defaults::borderline_trials;
   std::string mode = defaults::mode;
   std::string cache_dir = defaults::cache_dir;

@@ -39,6 +39,13 @@ inline constexpr int64_t max_samples = 400;
 inline constexpr double min_timing_s = 0.3;
 inline constexpr double max_timing_s = 2.0;
 inline constexpr double target_ci = 0.01;
+/// Which figure drives the search and the reported speedup: `steady` (back-to-back calls, the
+/// cost of a model called in a loop) or `per_call` (one call from an idle device, launch and
+/// synchronize included). docs/evaluation.md, "Timing", says why steady is the default.
+inline constexpr const char* timing_statistic = "steady";
+/// Rounds of a paired timing: reference and candidate each time this many blocks, alternately
+/// (ABBA...), in one window with the device held.
+inline constexpr int64_t timing_rounds = 3;
 /// Extra input seeds a borderline mismatch (a handful of values just outside the tolerance) is
 /// re-checked on before it is called; 0 = none, any value outside makes it incorrect.
 inline constexpr int64_t borderline_trials = 8;

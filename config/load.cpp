@@ -39,6 +39,7 @@ using names = std::vector<std::string_view>;
 
 const names log_levels = {"trace", "debug", "info", "warn", "error"};
 const names eval_modes = {"kiln", "pike"};
+const names timing_statistics = {"steady", "per_call"};
 const names sandbox_modes = {"auto", "required", "off"};
 const names providers = {"rules", "openai", "anthropic", "gemini", "replay"};
 const names strategies = {"pike-b", "pike-o"};
@@ -428,6 +429,8 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
              "min_timing_s",
              "max_timing_s",
              "target_ci",
+             "timing_statistic",
+             "timing_rounds",
              "mode",
              "cache_dir",
              "compile_workers",
@@ -457,6 +460,8 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
   s.number("min_timing_s", ev.min_timing_s, between(0, 3600));
   s.number("max_timing_s", ev.max_timing_s, above(0, 3600));
   s.number("target_ci", ev.target_ci, above(0, 1));
+  s.choice("timing_statistic", ev.timing_statistic, timing_statistics);
+  s.integer("timing_rounds", ev.timing_rounds, between(1, 100));
   s.choice("mode", ev.mode, eval_modes);
   std::string cache_dir;
   if (s.string("cache_dir", cache_dir))

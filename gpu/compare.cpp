@@ -2,6 +2,7 @@
 // per-operator ATen headers it needs instead of <torch/torch.h> (BUILD-NOTES §2: 25-55 s).
 
 #include "gpu/compare.hpp"
+#include "config/rules.hpp"
 #include "gpu/file_bytes.hpp"
 
 #include <ATen/TensorOperators.h>
@@ -59,7 +60,7 @@ namespace {
 constexpr int64_t chunk_elems = int64_t{1} << 22; // 32 MiB per float64 temporary
 constexpr int64_t max_compare_threads = 8;
 constexpr double inf = std::numeric_limits<double>::infinity();
-constexpr double low_signal_max_rel_l2 = 0.1;
+constexpr double low_signal_max_rel_l2 = rules::low_signal_max_rel_l2;
 constexpr double jitter_eps = 32;
 
 std::string first_line(const std::string& s) {

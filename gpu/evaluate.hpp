@@ -50,6 +50,7 @@ struct reference_timing {
 /// on `cfg.trials` input sets drawn from per-evaluation seeds, and times both the same way.
 class runner_pool;
 struct runner_context;
+class evaluation;
 
 class evaluation_engine {
 public:
@@ -94,6 +95,7 @@ public:
   runner_pool& pool() { return *pool_; }
 
 private:
+  friend class evaluation; // its stages (gpu/evaluation.cpp) are this engine's procedure
   std::unique_ptr<runner_pool> pool_;
 
   eval_settings settings_;

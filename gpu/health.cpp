@@ -10,13 +10,7 @@
 
 namespace kiln {
 
-namespace {
-
-/// A health job allocates a few MB, runs one kernel and synchronizes; on a GPU a fresh
-/// process also creates its CUDA context, which takes seconds, not minutes.
-constexpr double health_timeout_s = 120;
-
-} // namespace
+using rules::health_timeout_s;
 
 bool evaluation_engine::healthy() const {
   std::lock_guard<std::mutex> lock{settings_.share->health.mutex};

@@ -83,8 +83,9 @@ std::string job_json(const runner_job& j, const evaluator_config& cfg) {
     << ", \"min_samples\": " << cfg.min_samples << ", \"max_samples\": " << cfg.max_samples
     << ", \"min_seconds\": " << cfg.min_timing_s << ", \"max_seconds\": " << cfg.max_timing_s
     << ", \"target_ci\": " << cfg.target_ci << ", \"buffer_sets\": " << j.buffer_sets
-    << ", \"pike_rep_ms\": " << j.pike_rep_ms << ", \"pike_warmup_ms\": " << j.pike_warmup_ms
-    << "}, \"threads\": " << j.threads << ", \"pike_mode\": " << (j.pike ? "true" : "false")
+    << ", \"blocks\": " << cfg.timing_rounds << ", \"pike_rep_ms\": " << j.pike_rep_ms
+    << ", \"pike_warmup_ms\": " << j.pike_warmup_ms << "}, \"threads\": " << j.threads
+    << ", \"pike_mode\": " << (j.pike ? "true" : "false")
     << ", \"compile_mode\": " << json_quote(j.compile_mode)
     << ", \"cache_dir\": " << json_quote(j.cache_dir)
     << ", \"stage_dir\": " << json_quote(j.stage_dir)
@@ -262,6 +263,43 @@ void parse_result(const std::string& path, runner_report& r) {
       r.samples_ms.push_back(v);
     }
   }
+  // The blocks must account for the samples exactly: they say which samples each block took.
+  simdjson::dom::array blocks;
+  if (!doc["blocks"].get(blocks)) {
+    size_t counted = 0;
+    for (auto b : blocks) {
+      timing_block tb;
+      int64_t n = 0;
+      double flush = 0;
+      simdjson::dom::array batches;
+      if (b["n"].get(n) || n < 0 || b["flush_ms"].get(flush) || b["batches"].get(batches)) {
+        r.result_problem = "result.json with a malformed timing block";
+        r.have_result = false;
+        return;
+      }
+      tb.n = static_cast<int32_t>(n);
+      tb.flush_ms = flush;
+      counted += static_cast<size_t>(n);
+      for (auto pair : batches) {
+        simdjson::dom::array two;
+        double ms = 0;
+        int64_t calls = 0;
+        if (pair.get(two) || two.size() != 2 || two.at(0).get(ms) || two.at(1).get(calls)
+            || calls < 1) {
+          r.result_problem = "result.json with a malformed steady-state batch";
+          r.have_result = false;
+          return;
+        }
+        tb.batches.emplace_back(ms, static_cast<int32_t>(calls));
+      }
+      r.blocks.push_back(std::move(tb));
+    }
+    if (!r.blocks.empty() && counted != r.samples_ms.size()) {
+      r.result_problem = "result.json whose timing blocks do not add up to its samples";
+      r.have_result = false;
+      return;
+    }
+  }
 }
 
 /// The runners' environment: nothing inherited but CUDA_HOME, so a run does not depend on the
@@ -421,9 +459,10 @@ runner_failure judge_process(const runner_report& r, double timeout_s) {
   return {vs::correct, {}, {}};
 }
 
-runner_report run_runner(const runner_context& ctx, const runner_job& job, double timeout_s,
-                         const std::function<bool(const std::string& dir)>& gate) {
-  runner_report r;
+namespace {
+
+/// The job as the runner gets it: the shared build cache filled in (prepared once).
+runner_job shared_job(const runner_context& ctx, const runner_job& job) {
   // The harness is re-checked before every start: an earlier candidate may have rewritten it
   // (without Landlock nothing stops it).
   install_harness(ctx.settings.work_dir);
@@ -434,41 +473,96 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
     shared.cache_dir = ctx.settings.cache_dir;
   if (!shared.cache_dir.empty())
     prepare_cache_dir_once(shared.cache_dir);
-  if (ctx.pool != nullptr) {
-    std::string error;
-    auto runner = ctx.pool->take(error);
-    if (!runner) {
-      r.proc.error = error;
-      return r;
+  return shared;
+}
+
+/// A runner from the pool with its job.json written into its folder; null (with r.proc.error)
+/// when none can be had. Calls only from the thread that owns the pool.
+std::unique_ptr<runner_process> hand_over(const runner_context& ctx, runner_job& shared,
+                                          runner_report& r, std::string& job_path) {
+  std::string error;
+  auto runner = ctx.pool->take(error);
+  if (!runner) {
+    r.proc.error = error;
+    return nullptr;
+  }
+  // The runner was started before the job existed, so the job's files live in its folder.
+  r.dir = runner->dir();
+  runner->keep_dir();
+  auto guard = std::make_shared<scratch_guard>();
+  guard->dir = r.dir;
+  guard->keep = ctx.settings.keep_scratch;
+  r.dir_guard = std::move(guard);
+  shared.dir = r.dir;
+  shared.stage_dir = r.dir + "/stage";
+  job_path = r.dir + "/job.json";
+  write_file(job_path, job_json(shared, ctx.settings.cfg));
+  r.stdout_path = runner->stdout_path();
+  r.stderr_path = runner->stderr_path();
+  spdlog::debug("evaluator {}: {} runner {} ({}) in {}", ctx.settings.device, shared.mode,
+                runner->pid(), runner->warm() ? "warm" : "cold", r.dir);
+  return runner;
+}
+
+/// The gate of runner_process::run for `gate`; empty when the job has none.
+std::function<std::string(const std::string&)> asker(const runner_job& shared, runner_report& r,
+                                                     const gate_fn& gate, pid_t pid) {
+  if (!shared.gate || !gate)
+    return {};
+  return [&gate, &r, &shared, pid](const std::string& message) {
+    // The runner let go of its build locks before it asked: what it built is published
+    // before the gate may wait for the device, so another lane's runner that waited for
+    // one of those locks (holding the device shared) loads it and goes on.
+    if (message == "trials" && !shared.cache_dir.empty())
+      publish_staged(shared.stage_dir, shared.cache_dir, r.staged);
+    auto answer = gate(gate_call{r.dir, message, pid});
+    r.gate_go = r.gate_go || answer == "time" || answer == "block";
+    return answer;
+  };
+}
+
+/// After the runner ended: its builds published, its result read, the device told.
+void after_run(const runner_context& ctx, const runner_job& shared, runner_report& r) {
+  // The runner and everything it started have ended (its PID namespace is gone): nothing can
+  // change its staged builds while kiln checks and copies them.
+  if (r.proc.started && !shared.cache_dir.empty())
+    publish_staged(shared.stage_dir, shared.cache_dir, r.staged);
+  // After a timeout there is normally no result; one written before a hang at exit counts.
+  if (r.proc.started)
+    parse_result(r.dir + "/result.json", r);
+  if (ctx.health != nullptr && shared.mode != "health") {
+    if (auto why = runner_suspicion(r, ctx.settings.device != "cpu"); !why.empty()) {
+      std::lock_guard<std::mutex> lock{ctx.health->mutex};
+      ctx.health->suspect = true;
+      ctx.health->suspect_reason = "a " + shared.mode + " runner " + why;
     }
-    // The runner was started before the job existed, so the job's files live in its folder.
-    r.dir = runner->dir();
-    runner->keep_dir();
-    auto guard = std::make_shared<scratch_guard>();
-    guard->dir = r.dir;
-    guard->keep = ctx.settings.keep_scratch;
-    r.dir_guard = std::move(guard);
-    shared.dir = r.dir;
-    shared.stage_dir = r.dir + "/stage";
-    auto job_path = r.dir + "/job.json";
-    write_file(job_path, job_json(shared, ctx.settings.cfg));
-    r.stdout_path = runner->stdout_path();
-    r.stderr_path = runner->stderr_path();
-    spdlog::debug("evaluator {}: {} runner {} ({}) in {}", ctx.settings.device, job.mode,
-                  runner->pid(), runner->warm() ? "warm" : "cold", r.dir);
-    std::function<bool()> ask;
-    if (shared.gate && gate)
-      ask = [&gate, &r, &shared, dir = r.dir] {
-        // The runner let go of its build locks before it asked: what it built is published
-        // before the gate may wait for the device, so another lane's runner that waited for
-        // one of those locks (holding the device shared) loads it and goes on.
-        if (!shared.cache_dir.empty())
-          publish_staged(shared.stage_dir, shared.cache_dir, r.staged);
-        const bool go = gate(dir);
-        r.gate_go = r.gate_go || go;
-        return go;
-      };
-    r.proc = runner->run(job_path, timeout_s, 2, ask);
+  }
+}
+
+} // namespace
+
+runner_report run_runner(const runner_context& ctx, const runner_job& job, double timeout_s,
+                         const std::function<bool(const std::string& dir)>& gate) {
+  gate_fn answer;
+  if (gate)
+    answer = [&gate](const gate_call& c) {
+      if (c.message != "trials")
+        return std::string{"done"};
+      return std::string{gate(c.dir) ? "time" : "stop"};
+    };
+  return run_runner(ctx, job, timeout_s, answer);
+}
+
+runner_report run_runner(const runner_context& ctx, const runner_job& job, double timeout_s,
+                         const gate_fn& gate) {
+  runner_report r;
+  auto shared = shared_job(ctx, job);
+  if (ctx.pool != nullptr) {
+    std::string job_path;
+    auto runner = hand_over(ctx, shared, r, job_path);
+    if (!runner)
+      return r;
+    r.proc = runner->run(job_path, timeout_s, 2, asker(shared, r, gate, runner->pid()));
   } else {
     r.dir = job.dir;
     // The job's folder is the runner's own (HOME, its tmp/ as /tmp, its staging): the rest of
@@ -497,21 +591,52 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
     spdlog::debug("evaluator {}: {} runner in {}", ctx.settings.device, job.mode, job.dir);
     r.proc = run_process(opts);
   }
-  // The runner and everything it started have ended (its PID namespace is gone): nothing can
-  // change its staged builds while kiln checks and copies them.
-  if (r.proc.started && !shared.cache_dir.empty())
-    publish_staged(shared.stage_dir, shared.cache_dir, r.staged);
-  // After a timeout there is normally no result; one written before a hang at exit counts.
-  if (r.proc.started)
-    parse_result(r.dir + "/result.json", r);
-  if (ctx.health != nullptr && job.mode != "health") {
-    if (auto why = runner_suspicion(r, ctx.settings.device != "cpu"); !why.empty()) {
-      std::lock_guard<std::mutex> lock{ctx.health->mutex};
-      ctx.health->suspect = true;
-      ctx.health->suspect_reason = "a " + job.mode + " runner " + why;
-    }
-  }
+  after_run(ctx, shared, r);
   return r;
+}
+
+async_runner::async_runner(const runner_context& ctx, const runner_job& job, double timeout_s,
+                           gate_fn gate, std::function<void()> ended)
+    : ctx_(ctx), job_(shared_job(ctx, job)) {
+  if (ctx.pool == nullptr) {
+    report_.proc.error = "a runner on its own thread needs the pool (a control socket)";
+    finished_ = true;
+    if (ended)
+      ended();
+    return;
+  }
+  std::string job_path;
+  auto runner = hand_over(ctx, job_, report_, job_path);
+  if (!runner) {
+    finished_ = true;
+    if (ended)
+      ended();
+    return;
+  }
+  pid_ = runner->pid();
+  // The thread owns the gate: the runner's process outlives neither.
+  thread_ = std::thread{[this, timeout_s, job_path, gate = std::move(gate),
+                         ended = std::move(ended), runner = std::move(runner)]() mutable {
+    report_.proc = runner->run(job_path, timeout_s, 2, asker(job_, report_, gate, pid_));
+    runner.reset();
+    if (ended)
+      ended();
+  }};
+}
+
+async_runner::~async_runner() {
+  if (thread_.joinable())
+    thread_.join();
+}
+
+runner_report async_runner::finish() {
+  if (thread_.joinable())
+    thread_.join();
+  if (!finished_) {
+    finished_ = true;
+    after_run(ctx_, job_, report_);
+  }
+  return report_;
 }
 
 std::string runner_suspicion(const runner_report& r, bool cuda) {

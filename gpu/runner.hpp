@@ -10,24 +10,25 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "config/rules.hpp"
 #include "gpu/build_cache.hpp"
 #include "gpu/evaluate.hpp"
 #include "gpu/process.hpp"
 #include "gpu/runner_pool.hpp"
 #include "gpu/sandbox.hpp"
+#include "gpu/timing.hpp"
 #include "messages/eval.hpp"
 
 namespace kiln {
 
 using steady = std::chrono::steady_clock;
 
-/// How much of a runner's stdout/stderr a verdict carries.
-constexpr size_t tail_bytes = 4000;
-/// The facts runner only imports torch (and Triton); this is generous.
-constexpr double facts_timeout_s = 300;
+constexpr size_t tail_bytes = rules::tail_bytes;
+constexpr double facts_timeout_s = rules::facts_timeout_s;
 
 double ms_since(steady::time_point t0);
 std::string read_file(const std::string& path);
@@ -121,6 +122,7 @@ struct runner_report {
   std::string structure;
   std::vector<trial_record> trials;
   std::vector<double> samples_ms;
+  std::vector<timing_block> blocks;
   double timing_wall_ms = 0;
   double load_ms = 0;
   /// The harness's own account of its time, e.g. `device_init 812 ms, inputs 1203 ms, ...`
@@ -207,6 +209,17 @@ std::string absolute_program(const std::string& program);
 /// The verdict a runner's ending means; an empty reason when it ended well.
 runner_failure judge_process(const runner_report& r, double timeout_s);
 
+/// What a gated runner said on its control socket: `trials` once its trial outputs are
+/// written, `block` after each block of a paired timing.
+struct gate_call {
+  std::string dir; ///< the runner's folder
+  std::string message;
+  pid_t pid = 0; ///< the runner (its process group has the same id)
+};
+/// The answer to a gate_call: `time` (all the timing now), `block` (one block, then ask
+/// again), `done` (no more blocks) or `stop` (no timing).
+using gate_fn = std::function<std::string(const gate_call&)>;
+
 /// Starts one runner for `job` (from `ctx.pool` when set), waits for it (at most `timeout_s`
 /// from the hand-over) and reads its report. Runners are sandboxed (runner_sandbox).
 /// `gate`, for a job with `gate` set, is called with the runner's folder once its trial outputs
@@ -214,6 +227,35 @@ runner_failure judge_process(const runner_report& r, double timeout_s);
 /// through.
 runner_report run_runner(const runner_context& ctx, const runner_job& job, double timeout_s,
                          const std::function<bool(const std::string& dir)>& gate = {});
+/// The same with the whole gate protocol (paired timing, docs/evaluation.md).
+runner_report run_runner(const runner_context& ctx, const runner_job& job, double timeout_s,
+                         const gate_fn& gate);
+
+/// A pooled runner that runs on a thread of its own while the caller goes on: taken from the
+/// pool and handed its job in the constructor (the calling thread, which owns the pool), waited
+/// for on the thread, and its report read by `finish()` (the calling thread again). The
+/// reference of a paired timing waits at its gate this way while the candidate runs.
+class async_runner {
+public:
+  /// `ended` is called on the runner's thread once its process has ended.
+  async_runner(const runner_context& ctx, const runner_job& job, double timeout_s, gate_fn gate,
+               std::function<void()> ended = {});
+  /// Waits for the runner (if finish() was not called) so that no thread outlives it.
+  ~async_runner();
+  async_runner(const async_runner&) = delete;
+  async_runner& operator=(const async_runner&) = delete;
+  pid_t pid() const { return pid_; }
+  /// Waits for the runner to end and returns its report; once.
+  runner_report finish();
+
+private:
+  const runner_context& ctx_;
+  runner_job job_;
+  runner_report report_;
+  pid_t pid_ = 0;
+  std::thread thread_;
+  bool finished_ = false;
+};
 
 /// Why a runner's ending makes the device suspect (a crash by signal, a timeout, CUDA error
 /// text in its error or stderr on a CUDA device); empty when it does not.

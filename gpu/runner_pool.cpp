@@ -72,14 +72,16 @@ void send_all(int fd, const std::string& text) {
 } // namespace
 
 process_result runner_process::run(const std::string& job_path, double timeout_s,
-                                   double kill_grace_s, const std::function<bool()>& gate) {
+                                   double kill_grace_s,
+                                   const std::function<std::string(const std::string&)>& gate) {
   send_all(control_, job_path + "\n");
   if (!gate) {
     ::close(control_);
     control_ = -1;
     return child_.wait(timeout_s, kill_grace_s);
   }
-  // The runner says `trials` when its outputs are on disk and waits for `time` or `stop`.
+  // The runner says `trials` when its outputs are on disk and waits for `time`, `block` or
+  // `stop`; after each block of a paired timing it says `block` and waits for `block` or `done`.
   std::string buffer;
   auto on_readable = [&]() -> bool {
     char buf[256];
@@ -92,8 +94,8 @@ process_result runner_process::run(const std::string& job_path, double timeout_s
     for (size_t nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
       std::string message = buffer.substr(0, nl);
       buffer.erase(0, nl + 1);
-      if (message == "trials")
-        send_all(control_, gate() ? "time\n" : "stop\n");
+      if (message == "trials" || message == "block")
+        send_all(control_, gate(message) + "\n");
     }
     return buffer.size() < 4096; // a runner that talks nonsense is no longer listened to
   };

@@ -67,10 +67,11 @@ public:
   bool ready();
 
   /// Hands over `job_path` and waits at most `timeout_s` from now (then TERM, grace, KILL).
-  /// With `gate`, a runner that reports its trials done (`trials` on the control socket) is
-  /// told to go on timing when `gate()` says so, else to stop (docs/evaluation.md).
+  /// With `gate`, what the runner says on its control socket (`trials` when its outputs are on
+  /// disk, `block` after each block of a paired timing) is answered with `gate(message)`:
+  /// `time`, `block`, `done` or `stop` (docs/evaluation.md, "The runner protocol").
   process_result run(const std::string& job_path, double timeout_s, double kill_grace_s = 2,
-                     const std::function<bool()>& gate = {});
+                     const std::function<std::string(const std::string&)>& gate = {});
 
   /// From now on the caller removes the folder; by default it goes with this object.
   void keep_dir() { owns_dir_ = false; }

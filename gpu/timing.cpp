@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 
 namespace kiln {
 
@@ -78,6 +79,101 @@ std::vector<size_t> interleaved_order(size_t entities, int round) {
   if (round % 2 != 0)
     std::reverse(order.begin(), order.end());
   return order;
+}
+
+} // namespace kiln
+
+namespace kiln {
+
+std::vector<std::vector<double>> per_call_blocks(const std::vector<double>& samples_ms,
+                                                 const std::vector<timing_block>& blocks) {
+  if (blocks.empty())
+    return {samples_ms};
+  std::vector<std::vector<double>> out;
+  size_t at = 0;
+  for (const auto& b : blocks) {
+    auto n = std::min(samples_ms.size() - at, static_cast<size_t>(std::max(b.n, 0)));
+    out.emplace_back(samples_ms.begin() + static_cast<std::ptrdiff_t>(at),
+                     samples_ms.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+  }
+  return out;
+}
+
+std::vector<std::vector<double>> steady_blocks(const std::vector<timing_block>& blocks) {
+  std::vector<std::vector<double>> out;
+  for (const auto& b : blocks) {
+    std::vector<double> values;
+    for (const auto& [ms, calls] : b.batches) {
+      const double v = (ms - b.flush_ms) / std::max(calls, 1);
+      if (std::isfinite(v) && v > 0)
+        values.push_back(v);
+    }
+    out.push_back(std::move(values));
+  }
+  return out;
+}
+
+std::vector<double> pooled(const std::vector<std::vector<double>>& blocks) {
+  std::vector<double> out;
+  for (const auto& b : blocks)
+    out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+namespace {
+
+double median_of(std::vector<double>& xs) {
+  std::sort(xs.begin(), xs.end());
+  return quantile_sorted(xs, 0.5);
+}
+
+/// One stratified resample of `blocks`, pooled, into `out`.
+void resample(const std::vector<std::vector<double>>& blocks, std::mt19937_64& rng,
+              std::vector<double>& out) {
+  out.clear();
+  for (const auto& b : blocks) {
+    if (b.empty())
+      continue;
+    std::uniform_int_distribution<size_t> pick{0, b.size() - 1};
+    for (size_t i = 0; i < b.size(); ++i)
+      out.push_back(b[pick(rng)]);
+  }
+}
+
+} // namespace
+
+ratio_interval paired_ratio(const std::vector<std::vector<double>>& reference,
+                            const std::vector<std::vector<double>>& candidate, uint64_t seed,
+                            int resamples) {
+  ratio_interval out;
+  auto ref = pooled(reference);
+  auto cand = pooled(candidate);
+  if (ref.empty() || cand.empty())
+    return out;
+  const double c = median_of(cand);
+  if (!(c > 0))
+    return out;
+  out.ratio = median_of(ref) / c;
+  std::mt19937_64 rng{seed};
+  std::vector<double> ratios;
+  std::vector<double> a;
+  std::vector<double> b;
+  for (int i = 0; i < resamples; ++i) {
+    resample(reference, rng, a);
+    resample(candidate, rng, b);
+    const double mb = median_of(b);
+    if (mb > 0)
+      ratios.push_back(median_of(a) / mb);
+  }
+  if (ratios.empty()) {
+    out.lo = out.hi = out.ratio;
+    return out;
+  }
+  std::sort(ratios.begin(), ratios.end());
+  out.lo = quantile_sorted(ratios, 0.025);
+  out.hi = quantile_sorted(ratios, 0.975);
+  return out;
 }
 
 } // namespace kiln

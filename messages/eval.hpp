@@ -51,6 +51,22 @@ template <class Inspector> typename Inspector::result_type inspect(Inspector& f,
            x.sm_clock_mhz, x.mem_clock_mhz);
 }
 
+/// One statistic's figures in a verdict: the candidate's and the reference's, and their ratio
+/// with a ~95 % interval (gpu/timing.hpp, paired_ratio). For the steady-state statistic
+/// `median_ms` is the cost of one call within a batch, and `n` counts batches.
+struct timing_view {
+  timing_stats candidate;
+  timing_stats reference;
+  double speedup = 0;
+  double speedup_lo = 0;
+  double speedup_hi = 0;
+};
+
+template <class Inspector> typename Inspector::result_type inspect(Inspector& f, timing_view& x) {
+  return f(caf::meta::type_name("timing_view"), x.candidate, x.reference, x.speedup, x.speedup_lo,
+           x.speedup_hi);
+}
+
 /// The verdict kinds of DESIGN.md, in the order a candidate can fail them.
 enum class verdict_status : uint8_t {
   correct,
@@ -77,10 +93,21 @@ struct verdict {
   std::string stderr_tail;
   std::vector<double> max_abs_diff; ///< per output, worst over the trials
   std::vector<double> max_rel_diff;
-  timing_stats candidate; ///< set for `correct`
-  timing_stats reference; ///< set for `correct`
-  double speedup = 0;     ///< reference median / candidate median, for `correct`
-  double wall_ms = 0;     ///< the whole evaluation, as the parent saw it
+  /// The figures of the statistic that drives the search (`statistic`), set for `correct`;
+  /// `per_call` and `steady` hold both statistics' figures.
+  timing_stats candidate;
+  timing_stats reference;
+  double speedup = 0; ///< reference median / candidate median, for `correct`
+  /// ~95 % interval of `speedup`; equal to it when the timing gives none.
+  double speedup_lo = 0;
+  double speedup_hi = 0;
+  /// `steady`, `per_call` or `pike_mean` (PIKE mode: do_bench's mean).
+  std::string statistic;
+  /// Reference and candidate were timed alternately in one window (docs/evaluation.md).
+  bool paired = false;
+  timing_view per_call;
+  timing_view steady;
+  double wall_ms = 0; ///< the whole evaluation, as the parent saw it
   std::string device;
   double compile_ms = 0;       ///< the compile stage ahead of the GPU (0 when skipped)
   bool compile_cached = false; ///< every extension the candidate built came from the cache
@@ -92,7 +119,8 @@ struct verdict {
 template <class Inspector> typename Inspector::result_type inspect(Inspector& f, verdict& x) {
   return f(caf::meta::type_name("verdict"), x.status, x.reason, x.code, x.stdout_tail,
            x.stderr_tail, x.max_abs_diff, x.max_rel_diff, x.candidate, x.reference, x.speedup,
-           x.wall_ms, x.device, x.compile_ms, x.compile_cached, x.notes);
+           x.speedup_lo, x.speedup_hi, x.statistic, x.paired, x.per_call, x.steady, x.wall_ms,
+           x.device, x.compile_ms, x.compile_cached, x.notes);
 }
 
 /// One evaluation to run: a candidate against its task.

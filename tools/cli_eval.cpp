@@ -49,9 +49,21 @@ std::string verdict_json(const verdict& v) {
      << (v.max_abs_diff.empty() ? "null" : json_number(max_of(v.max_abs_diff)))
      << ", \"max_abs_diffs\": " << list(v.max_abs_diff)
      << ", \"max_rel_diffs\": " << list(v.max_rel_diff);
-  if (ok)
-    js << ", \"runtime\": " << timing_stats_json(v.candidate)
-       << ", \"reference\": " << timing_stats_json(v.reference);
+  if (ok) {
+    auto view = [](const timing_view& t) {
+      return "{\"runtime_ms\": " + json_number(t.candidate.median_ms) + ", \"reference_ms\": "
+             + json_number(t.reference.median_ms) + ", \"speedup\": " + json_number(t.speedup)
+             + ", \"speedup_ci\": [" + json_number(t.speedup_lo) + ", " + json_number(t.speedup_hi)
+             + "], \"runtime\": " + timing_stats_json(t.candidate)
+             + ", \"reference\": " + timing_stats_json(t.reference) + "}";
+    };
+    js << ", \"speedup_ci\": [" << json_number(v.speedup_lo) << ", " << json_number(v.speedup_hi)
+       << "], \"statistic\": \"" << json_escape(v.statistic)
+       << "\", \"paired\": " << (v.paired ? "true" : "false")
+       << ", \"runtime\": " << timing_stats_json(v.candidate)
+       << ", \"reference\": " << timing_stats_json(v.reference)
+       << ", \"per_call\": " << view(v.per_call) << ", \"steady\": " << view(v.steady);
+  }
   js << ", \"device\": \"" << json_escape(v.device) << "\", \"wall_ms\": " << json_number(v.wall_ms)
      << ", \"stdout_tail\": \"" << json_escape(v.stdout_tail) << "\", \"stderr_tail\": \""
      << json_escape(v.stderr_tail) << "\", \"compile_ms\": " << json_number(v.compile_ms)
@@ -147,9 +159,15 @@ int eval(const eval_args& args) {
     return 0;
   }
   std::cout << job.task.name << ": " << to_string(v.status);
-  if (v.status == verdict_status::correct)
-    std::printf(" speedup %.3fx (candidate %.4f ms, reference %.4f ms, n=%d)", v.speedup,
-                v.candidate.median_ms, v.reference.median_ms, v.candidate.n);
+  if (v.status == verdict_status::correct) {
+    std::printf(" speedup %.3fx [%.3f, %.3f] (%s: candidate %.4f ms, reference %.4f ms, n=%d)",
+                v.speedup, v.speedup_lo, v.speedup_hi, v.statistic.c_str(), v.candidate.median_ms,
+                v.reference.median_ms, v.candidate.n);
+    if (v.statistic != "per_call")
+      std::printf("\n  per call: speedup %.3fx (candidate %.4f ms, reference %.4f ms, n=%d)",
+                  v.per_call.speedup, v.per_call.candidate.median_ms,
+                  v.per_call.reference.median_ms, v.per_call.candidate.n);
+  }
   std::cout << std::flush;
   std::printf("\n  %s\n", v.reason.c_str());
   if (v.status != verdict_status::correct && !v.stderr_tail.empty())

@@ -275,15 +275,27 @@ def _main(argv, gate_fd=None):
         recheck_seed = job.get("recheck_seed")
         if recheck_seed is not None and not candidate_mode:
             result["recheck"] = call(make_inputs(recheck_seed), "out_recheck.pt", recheck_seed)
+        next_block = None
         if mode in ("candidate", "reference") and job.get("gate") and gate_fd is not None:
             # The trial outputs are on disk: the parent compares them now, and a candidate
             # whose outputs are wrong is not timed (that would only cost device time). For a
             # reference the parent takes the device whole, or finds another lane's timing.
             kiln_build.release_locks()  # a lane waiting for one of them holds the device shared
-            if not _gate(gate_fd):
+            if mode == "reference":
+                # What the parent needs before the candidate starts (inputs_on, the trials): a
+                # paired reference waits here while the candidate runs its trials.
+                result["stage"] = "gate"
+                write_result()
+            answer = _gate(gate_fd)
+            if answer not in ("time", "block"):
                 result["gate"] = "stopped"
                 job["time"] = False
                 recheck_seed = None
+            elif answer == "block":
+                # Paired timing: one block now, then ask again after each (evaluate.cpp
+                # alternates this runner's blocks with the other's).
+                def next_block():
+                    return _gate(gate_fd, b"block\n") == "block"
 
         timed = None
         if job.get("time"):
@@ -308,9 +320,10 @@ def _main(argv, gate_fd=None):
             samples, wall_ms = kiln_timing.time_calls(torch, model, inputs, device,
                                                       job.get("timing", {}),
                                                       bool(job.get("pike_mode")), timing_info,
-                                                      refresh)
+                                                      refresh, next_block)
             result["samples_ms"] = samples
             result["timing_wall_ms"] = wall_ms
+            result["blocks"] = timing_info.pop("blocks", [])
             result["timing_info"] = timing_info
             if candidate_mode:
                 # A clock or an event replaced during the timing made these samples.
@@ -752,21 +765,23 @@ def _redact_job(path, job):
         pass  # the job may come from a read-only place; the nonce then stays in it
 
 
-def _gate(fd):
-    """Says `trials` to the parent and waits for its answer: True to go on timing."""
+def _gate(fd, message=b"trials\n"):
+    """Says `message` to the parent (`trials` when the outputs are on disk, `block` after each
+    block of a paired timing) and returns its answer: `time` (all of it now), `block` (one
+    block, then ask again), `done` or `stop`; `stop` when the parent is gone."""
     import os
 
     try:
-        os.write(fd, b"trials\n")
+        os.write(fd, message)
         answer = b""
         while not answer.endswith(b"\n"):
             chunk = os.read(fd, 64)
             if not chunk:
-                return False
+                return "stop"
             answer += chunk
     except OSError:
-        return False
-    return answer.strip() == b"time"
+        return "stop"
+    return answer.strip().decode("ascii", "replace")
 
 
 def _serve():

@@ -39,17 +39,33 @@ def _median_ci_rel(samples):
     return width / 2.0 / median
 
 
-def time_calls(torch, model, inputs, device, timing, pike_mode, info=None, refresh=None):
+# The steady-state figure (docs/evaluation.md, "Timing"): batches of back-to-back calls between
+# two events, long enough that the batch's own start and end cost little beside it.
+STEADY_BATCH_MS = 2.0
+STEADY_MIN_CALLS = 2
+STEADY_MAX_CALLS = 4096
+STEADY_MIN_BATCHES = 3
+# New values for every set a batch uses, unless refreshing them all takes longer than this (the
+# batch then reuses the values of the last refresh; timing_info says so).
+STEADY_REFRESH_MAX_MS = 50.0
+
+
+def time_calls(torch, model, inputs, device, timing, pike_mode, info=None, refresh=None,
+               next_block=None):
     """Per-call times in ms, and the wall span of the whole loop in ms.
 
     kiln mode: warm-up calls, then one sample per call on rotating copies of `inputs` (which is
     itself the first set, so a caller can write fresh values into it afterwards and call again)
     until n >= min_samples and the median's CI is within target_ci, or max_samples, or
-    max_seconds of sampling. pike mode: Triton's do_bench on the fixed `inputs`, exactly as
-    PIKE's eval.py runs it; the parent reports the mean. `info`, when given, receives what
-    the loop chose (buffer sets, flush size, do_bench's estimate and counts). `refresh(k, set)`,
-    when given, writes new values into a set's tensors; kiln mode calls it before every timed
-    call when it is cheap (REFRESH_MAX_MS), so no two calls see the same values."""
+    max_seconds of sampling; then the steady-state batches (info["blocks"]). pike mode: Triton's
+    do_bench on the fixed `inputs`, exactly as PIKE's eval.py runs it; the parent reports the
+    mean. `info`, when given, receives what the loop chose (buffer sets, flush size, do_bench's
+    estimate and counts, the blocks). `refresh(k, set)`, when given, writes new values into a
+    set's tensors; kiln mode calls it before every timed call when it is cheap (REFRESH_MAX_MS),
+    so no two calls see the same values. `next_block()`, when given, is asked after each block
+    whether to time another: the parent alternates this runner's blocks with another's (the
+    reference's and the candidate's, ABBA...), each block a `1 / timing["blocks"]` share of the
+    budget."""
     import time
 
     if info is None:
@@ -60,7 +76,13 @@ def time_calls(torch, model, inputs, device, timing, pike_mode, info=None, refre
         if pike_mode:
             samples = _pike(torch, model, inputs, device, timing, info)
         else:
-            samples = _kiln(torch, model, inputs, device, timing, info, refresh)
+            timer = _Timer(torch, model, inputs, device, timing, info, refresh)
+            blocks = max(1, int(timing.get("blocks", 1))) if next_block is not None else 1
+            while True:
+                timer.block(1.0 / blocks)
+                if next_block is None or not next_block():
+                    break
+            samples = timer.finish()
     if is_cuda:
         torch.cuda.synchronize(device)
     wall_ms = (time.perf_counter_ns() - t_begin) / 1e6
@@ -81,7 +103,7 @@ def _refresher(torch, refresh, sets, device, info):
 
     if refresh is None:
         info["refresh"] = "off"
-        return _no_refresh
+        return _no_refresh, 0.0
     try:
         t0 = time.perf_counter_ns()
         refresh(0, sets[0])
@@ -90,11 +112,11 @@ def _refresher(torch, refresh, sets, device, info):
         cost_ms = (time.perf_counter_ns() - t0) / 1e6
     except Exception as exc:  # a get_inputs that cannot run twice keeps the clones
         info["refresh"] = "failed: %s" % str(exc)[:200]
-        return _no_refresh
+        return _no_refresh, 0.0
     info["refresh_ms"] = round(cost_ms, 3)
     if cost_ms > REFRESH_MAX_MS:
         info["refresh"] = "too slow"
-        return _no_refresh
+        return _no_refresh, 0.0
     info["refresh"] = "every call"
     calls = [0]
 
@@ -103,85 +125,203 @@ def _refresher(torch, refresh, sets, device, info):
         calls[0] += 1
         refresh(calls[0], sets[k % len(sets)])
 
-    return fresh
+    return fresh, cost_ms
 
 
-def _kiln(torch, model, inputs, device, timing, info, refresh=None):
-    import time
+class _Timer:
+    """kiln mode's measurement of one model, in blocks: each block re-warms, takes per-call
+    samples (one call from an idle device per sample), then steady-state batches (back-to-back
+    calls between two events, the L2 flush inside the batch and its own time subtracted)."""
 
-    warmup = max(0, int(timing.get("warmup_calls", 3)))
-    min_samples = max(1, int(timing.get("min_samples", 10)))
-    max_samples = max(min_samples, int(timing.get("max_samples", 400)))
-    max_ns = float(timing.get("max_seconds", 2.0)) * 1e9
-    # A GPU's clocks and power state move over tens of milliseconds: a 30 ms window measures
-    # one state, and medians of separate runs drift apart by several percent (measured on an
-    # H200). Sampling on a GPU lasts at least min_seconds, after a warm-up of at least a tenth
-    # of that, so every measurement averages over the same kind of window.
-    min_ns = min(float(timing.get("min_seconds", 0.3)) * 1e9, max_ns)
-    target_ci = float(timing.get("target_ci", 0.01))
-    is_cuda = device.type == "cuda"
+    def __init__(self, torch, model, inputs, device, timing, info, refresh):
+        self.torch = torch
+        self.model = model
+        self.device = device
+        self.info = info
+        self.is_cuda = device.type == "cuda"
+        self.warmup = max(0, int(timing.get("warmup_calls", 3)))
+        self.min_samples = max(1, int(timing.get("min_samples", 10)))
+        self.max_samples = max(self.min_samples, int(timing.get("max_samples", 400)))
+        self.max_ns = float(timing.get("max_seconds", 2.0)) * 1e9
+        # A GPU's clocks and power state move over tens of milliseconds: a 30 ms window measures
+        # one state, and medians of separate runs drift apart by several percent (measured on an
+        # H200). Sampling on a GPU lasts at least min_seconds, after a warm-up of at least a
+        # tenth of that, so every measurement averages over the same kind of window.
+        self.min_ns = min(float(timing.get("min_seconds", 0.3)) * 1e9, self.max_ns)
+        self.target_ci = float(timing.get("target_ci", 0.01))
+        self.l2_bytes = _l2_bytes(torch, device) if self.is_cuda else 0
+        self.sets = _buffer_sets(torch, inputs, device, self.l2_bytes,
+                                 int(timing.get("buffer_sets", 0)))
+        self.wanted_sets = int(timing.get("buffer_sets", 0))
+        info["buffer_sets"] = len(self.sets)
+        self.fresh, self.refresh_ms = _refresher(torch, refresh, self.sets, device, info)
+        self.flush = None
+        if self.is_cuda:
+            flush_bytes = 2 * self.l2_bytes
+            info["flush_bytes"] = flush_bytes
+            self.flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
+        self.samples = []
+        self.blocks = []
+        self.calls = 0  # every call so far, warm-up included: which set comes next
+        self.batch_calls = 0
 
-    l2_bytes = _l2_bytes(torch, device) if is_cuda else 0
-    sets = _buffer_sets(torch, inputs, device, l2_bytes, int(timing.get("buffer_sets", 0)))
-    info["buffer_sets"] = len(sets)
-    fresh = _refresher(torch, refresh, sets, device, info)
-    samples = []
-    if is_cuda:
-        flush_bytes = 2 * l2_bytes
-        info["flush_bytes"] = flush_bytes
-        flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
-        t_warm = time.perf_counter_ns()
-        k = 0
-        while k < warmup or time.perf_counter_ns() - t_warm < min_ns / 10:
-            fresh(k)
-            model(*sets[k % len(sets)])
-            torch.cuda.synchronize()
-            k += 1
-        info["warmup_calls"] = k
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        t_sampling = time.perf_counter_ns()
-        k = 0
+    def _call(self):
+        args = self.sets[self.calls % len(self.sets)]
+        self.calls += 1
+        return self.model(*args)
+
+    def block(self, share):
+        import time
+
+        torch = self.torch
+        min_samples = max(1, int(round(self.min_samples * share)))
+        max_samples = max(min_samples, int(round(self.max_samples * share)))
+        max_ns = self.max_ns * share
+        # The window rule is the GPU's (clocks, power states); on the CPU the CI decides.
+        min_ns = self.min_ns * share if self.is_cuda else 0.0
+        # The CI of the pooled samples is what matters; a block's own may be wider by sqrt.
+        target_ci = self.target_ci / max(share, 1e-6) ** 0.5
+        first = len(self.samples)
+        if self.is_cuda:
+            t_warm = time.perf_counter_ns()
+            k = 0
+            # The other runner of the pair used the device between blocks: warm up again.
+            while k < max(1, self.warmup) or time.perf_counter_ns() - t_warm < min_ns / 10:
+                self.fresh(self.calls)
+                self._call()
+                torch.cuda.synchronize()
+                k += 1
+            self.info["warmup_calls"] = self.info.get("warmup_calls", 0) + k
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            t_sampling = time.perf_counter_ns()
+            while True:
+                # Zeroing twice the L2 evicts it, so every call starts cold, as in do_bench.
+                # The device-wide synchronize inside the events puts work on side streams and
+                # the host's launch overhead into the sample, as PIKE's closure does. The
+                # synchronize after the flush puts all of that overhead there: launched behind a
+                # queued flush, a call would hide as much of it as the flush lasts (do_bench's
+                # 256 MB, ~70 us on an H200, hides most of a Triton launch), so the sample would
+                # depend on the flush's size.
+                self.fresh(self.calls)
+                self.flush.zero_()
+                torch.cuda.synchronize()
+                start.record()
+                self._call()
+                torch.cuda.synchronize()
+                end.record()
+                end.synchronize()
+                self.samples.append(float(start.elapsed_time(end)))
+                if _enough(self.samples[first:], t_sampling, min_samples, max_samples, max_ns,
+                           target_ci, time.perf_counter_ns, min_ns):
+                    break
+        else:
+            for _ in range(self.warmup if not self.blocks else min(self.warmup, 1)):
+                self.fresh(self.calls)
+                self._call()
+            t_sampling = time.perf_counter_ns()
+            while True:
+                self.fresh(self.calls)
+                t0 = time.perf_counter_ns()
+                self._call()
+                t1 = time.perf_counter_ns()
+                self.samples.append((t1 - t0) / 1e6)
+                if _enough(self.samples[first:], t_sampling, min_samples, max_samples, max_ns,
+                           target_ci, time.perf_counter_ns):
+                    break
+        per_call = sorted(self.samples[first:])[(len(self.samples) - first) // 2]
+        batches, flush_ms = self._steady(per_call, min_ns, max_ns)
+        self.blocks.append({"n": len(self.samples) - first, "batches": batches,
+                            "flush_ms": flush_ms})
+
+    def _steady(self, per_call_ms, min_ns, max_ns):
+        """Batches of back-to-back calls: [[batch ms, calls], ...] and the flush's own time in
+        ms (measured the same way, batch without calls: subtracted by the parent)."""
+        import time
+
+        torch = self.torch
+        calls = self._batch_size(per_call_ms)
+        batches = []
+        flushes = []
+        t_start = time.perf_counter_ns()
+        refreshes = "every batch"
+        sized = False
         while True:
-            # Zeroing twice the L2 evicts it, so every call starts cold, as in do_bench. The
-            # device-wide synchronize inside the events puts work on side streams and the host's
-            # launch overhead into the sample, as PIKE's closure does. The synchronize after the
-            # flush puts all of that overhead there: launched behind a queued flush, a call
-            # would hide as much of it as the flush lasts (do_bench's 256 MB, ~70 us on an H200,
-            # hides most of a Triton launch), so the sample would depend on the flush's size.
-            fresh(k)
-            flush.zero_()
-            torch.cuda.synchronize()
-            start.record()
-            model(*sets[k % len(sets)])
-            torch.cuda.synchronize()
-            end.record()
-            end.synchronize()
-            samples.append(float(start.elapsed_time(end)))
-            k += 1
-            if _enough(samples, t_sampling, min_samples, max_samples, max_ns, target_ci,
-                       time.perf_counter_ns, min_ns):
+            used = min(calls, len(self.sets))
+            if self.refresh_ms * used <= STEADY_REFRESH_MAX_MS:
+                # New values for every set the batch will use, before the events, so that no
+                # call in it sees values it has seen before (unless it has more calls than sets).
+                for j in range(used):
+                    self.fresh(self.calls + j)
+            else:
+                refreshes = "too slow"
+            if self.is_cuda:
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                # The flush alone, exactly as a batch is framed: its time, and the synchronize's
+                # latency at the end, come off each batch's.
+                torch.cuda.synchronize()
+                start.record()
+                self.flush.zero_()
+                torch.cuda.synchronize()
+                end.record()
+                end.synchronize()
+                flushes.append(float(start.elapsed_time(end)))
+                torch.cuda.synchronize()
+                start.record()
+                self.flush.zero_()
+                for _ in range(calls):
+                    self._call()
+                # Side-stream work counts, as in a per-call sample: the whole device is done.
+                torch.cuda.synchronize()
+                end.record()
+                end.synchronize()
+                batches.append([float(start.elapsed_time(end)), calls])
+            else:
+                t0 = time.perf_counter_ns()
+                for _ in range(calls):
+                    self._call()
+                batches.append([(time.perf_counter_ns() - t0) / 1e6, calls])
+            if len(batches) == 1 and not sized:
+                sized = True
+                # The first batch says what a call costs back to back; size the rest by it.
+                fl = flushes[0] if flushes else 0.0
+                est = max((batches[0][0] - fl) / calls, 1e-6)
+                better = self._batch_size(est)
+                if better != calls:
+                    calls = better
+                    batches = []
+                    flushes = []
+                    continue
+            elapsed = time.perf_counter_ns() - t_start
+            if len(batches) >= STEADY_MIN_BATCHES and elapsed >= min_ns / 2:
                 break
-        del flush
-    else:
-        for k in range(warmup):
-            fresh(k)
-            model(*sets[k % len(sets)])
-        t_sampling = time.perf_counter_ns()
-        k = 0
-        while True:
-            args = sets[k % len(sets)]
-            fresh(k)
-            t0 = time.perf_counter_ns()
-            model(*args)
-            t1 = time.perf_counter_ns()
-            samples.append((t1 - t0) / 1e6)
-            k += 1
-            if _enough(samples, t_sampling, min_samples, max_samples, max_ns, target_ci,
-                       time.perf_counter_ns):
+            # A slow model gets fewer batches rather than a longer window.
+            if elapsed >= max_ns / 2:
                 break
-    del sets
-    return samples
+        self.info["steady_refresh"] = refreshes
+        self.info["steady_calls"] = calls
+        flush_ms = sorted(flushes)[len(flushes) // 2] if flushes else 0.0
+        return batches, flush_ms
+
+    def _batch_size(self, call_ms):
+        import math
+
+        calls = int(math.ceil(STEADY_BATCH_MS / max(call_ms, 1e-6)))
+        calls = min(max(calls, STEADY_MIN_CALLS), STEADY_MAX_CALLS)
+        if calls > len(self.sets) and self.wanted_sets <= 0 and self.refresh_ms > 0:
+            # Enough distinct sets that no call of a batch repeats another's values, within
+            # the memory budget of the rotation.
+            grown = _buffer_sets(self.torch, self.sets[0], self.device, self.l2_bytes, 0,
+                                 at_least=calls, have=self.sets)
+            self.info["buffer_sets"] = len(grown)
+        return calls
+
+    def finish(self):
+        self.info["blocks"] = self.blocks
+        del self.sets
+        self.flush = None
+        return self.samples
 
 
 def _l2_bytes(torch, device):
@@ -194,28 +334,31 @@ def _l2_bytes(torch, device):
     return size if size > 0 else DEFAULT_FLUSH_BYTES // 2
 
 
-def _buffer_sets(torch, inputs, device, l2_bytes, wanted):
+def _buffer_sets(torch, inputs, device, l2_bytes, wanted, at_least=0, have=None):
     """`inputs` itself, then clones of it (same values, other addresses): enough that together
-    they exceed the L2, at least MIN_BUFFER_SETS, within the memory budget. A candidate that
-    caches results by data_ptr, or replays a CUDA graph without copying its inputs in, then
-    either pays for the copy or computes with stale inputs on every other call."""
+    they exceed the L2 (and, for steady-state batches, `at_least`), at least MIN_BUFFER_SETS,
+    within the memory budget. A candidate that caches results by data_ptr, or replays a CUDA
+    graph without copying its inputs in, then either pays for the copy or computes with stale
+    inputs on every other call. `have`, when given, is the list to extend in place."""
     per_set = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
     if wanted > 0:
         count = wanted
     elif per_set == 0:
         count = 1  # nothing to rotate
     else:
-        count = max(MIN_BUFFER_SETS, l2_bytes // per_set + 1)
+        count = max(MIN_BUFFER_SETS, l2_bytes // per_set + 1, at_least)
         budget = BUFFER_MEMORY_CAP
         if device.type == "cuda":
             try:
                 free, _ = torch.cuda.mem_get_info(device)
-                budget = min(budget, int(free * BUFFER_MEMORY_SHARE))
+                # What the sets already hold counts against the budget as if it were free.
+                held = per_set * (len(have) - 1) if have else 0
+                budget = min(budget, int((free + held) * BUFFER_MEMORY_SHARE))
             except Exception:
                 pass
         count = min(count, MAX_BUFFER_SETS, max(MIN_BUFFER_SETS, budget // per_set + 1))
-    sets = [list(inputs)]
-    for _ in range(count - 1):
+    sets = have if have is not None else [list(inputs)]
+    while len(sets) < count:
         sets.append([x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
     return sets
 
