@@ -354,6 +354,10 @@ void evaluation::keep_reference_outputs() {
     v_.notes.push_back("check: the reference's output does not depend on its inputs (equal on "
                        "every trial); the task cannot tell a constant from real work");
   std::error_code ec;
+  if (!ref_run_) {
+    fs::remove_all(dir, ec); // the runner has ended
+    return;
+  }
   for (size_t k = 0; k < seeds_.size(); ++k)
     fs::remove(dir + "/out_" + std::to_string(k) + ".pt", ec);
   fs::remove(dir + "/out_recheck.pt", ec);
@@ -451,6 +455,8 @@ bool evaluation::candidate() {
     ref_channel_->release(); // not timed (the candidate failed before its gate): let it go
     ref_ = ref_run_->finish();
     ref_channel_.reset();
+    std::error_code ec;
+    fs::remove_all(ref_.dir, ec); // what is left of the reference runner's folder
   }
   hold_.release();
   spdlog::debug("evaluator {}: candidate runner {:.0f} ms ({})", engine_.settings_.device,

@@ -325,19 +325,65 @@ TEST_CASE("the runner reports its facts once") {
   CHECK(again.torch_version == f.torch_version);
 }
 
-TEST_CASE("the reference is timed once per task and device") {
+TEST_CASE("every evaluation times its reference beside its candidate, in turns") {
   auto dir = std::string{KILN_TEST_TMP} + "/evaluate-cache";
   fs::remove_all(dir);
-  kiln::evaluation_engine engine{test_settings(dir)};
+  auto s = test_settings(dir);
+  s.keep_scratch = true;
+  kiln::evaluation_engine engine{s};
   auto first = evaluate(engine, "mlp_good.py", 0, 11);
   auto second = evaluate(engine, "mlp_good.py", 0, 12);
   REQUIRE(first.status == verdict_status::correct);
   REQUIRE(second.status == verdict_status::correct);
-  // Two measurements never agree to the last bit; a cached one does.
-  CHECK(second.reference.n == first.reference.n);
-  CHECK(second.reference.median_ms == first.reference.median_ms);
-  CHECK(second.reference.mean_ms == first.reference.mean_ms);
-  CHECK(second.candidate.mean_ms != first.candidate.mean_ms);
+  CHECK(engine.references_timed() == 2);
+  // Two measurements never agree to the last bit; a cached one would.
+  CHECK(second.per_call.reference.mean_ms != first.per_call.reference.mean_ms);
+  for (const auto& v : {first, second}) {
+    CHECK(v.paired);
+    CHECK(v.statistic == "steady");
+    CHECK(v.candidate.median_ms == v.steady.candidate.median_ms);
+    CHECK(v.speedup == v.steady.speedup);
+    CHECK(v.per_call.candidate.n > 0);
+    CHECK(v.steady.candidate.n >= 3); // batches: at least one in each of three blocks
+    CHECK(v.speedup_lo <= v.speedup);
+    CHECK(v.speedup <= v.speedup_hi);
+    CHECK(v.per_call.speedup_lo <= v.per_call.speedup);
+    CHECK(v.per_call.speedup <= v.per_call.speedup_hi);
+  }
+  // The runners' own accounts: three blocks each, every sample in one of them.
+  int timed = 0;
+  for (auto& e : fs::recursive_directory_iterator{dir}) {
+    if (e.path().filename() != "result.json")
+      continue;
+    auto text = slurp(e.path().string());
+    if (text.find("\"blocks\": [{") == std::string::npos)
+      continue;
+    ++timed;
+    size_t blocks = 0;
+    for (size_t at = text.find("\"flush_ms\""); at != std::string::npos;
+         at = text.find("\"flush_ms\"", at + 1))
+      ++blocks;
+    CHECK(blocks == 3);
+  }
+  CHECK(timed == 2); // the candidates' (a reference's folder goes with its outputs)
+  CHECK(first.steady.reference.n >= 3);
+  CHECK(first.per_call.reference.n > 0);
+}
+
+TEST_CASE("timing_statistic per_call makes the per-call figure the verdict's") {
+  auto dir = std::string{KILN_TEST_TMP} + "/evaluate-per-call";
+  fs::remove_all(dir);
+  auto s = test_settings(dir);
+  s.cfg.timing_statistic = "per_call";
+  s.cfg.timing_rounds = 2;
+  kiln::evaluation_engine engine{s};
+  auto v = evaluate(engine, "mlp_good.py");
+  REQUIRE(v.status == verdict_status::correct);
+  CHECK(v.statistic == "per_call");
+  CHECK(v.candidate.median_ms == v.per_call.candidate.median_ms);
+  CHECK(v.reference.median_ms == v.per_call.reference.median_ms);
+  CHECK(v.speedup == v.per_call.speedup);
+  CHECK(v.steady.candidate.n > 0); // reported all the same
 }
 
 TEST_CASE("pike mode runs PIKE's single trial and reports a speedup") {

@@ -298,9 +298,12 @@ with open(os.path.join(os.path.dirname(job), "answer.txt"), "wb") as f:
     auto job = runner->dir() + "/job.json";
     std::ofstream{job} << "{}";
     runner->keep_dir();
-    auto r = runner->run(job, timeout_s, 2, [&gate](const std::string& message) {
-      return std::string{message == "trials" && gate() ? "time" : "stop"};
-    });
+    std::function<std::string(const std::string&)> answer;
+    if (gate)
+      answer = [&gate](const std::string& message) {
+        return std::string{message == "trials" && gate() ? "time" : "stop"};
+      };
+    auto r = runner->run(job, timeout_s, 2, answer);
     CHECK(r.exit_code == 0);
     CHECK_FALSE(r.timed_out);
     return slurp(fs::path(job).parent_path() / "answer.txt");
