@@ -12,7 +12,7 @@ torch::Tensor scale_shift_clamp(torch::Tensor x, torch::Tensor scale, torch::Ten
 }
 """
 
-_ext = load_inline(name="kiln_timing_load_aten", cpp_sources=[CPP],
+_ext = load_inline(name="bench_timing_load_aten", cpp_sources=[CPP],
                    functions=["scale_shift_clamp"])
 
 

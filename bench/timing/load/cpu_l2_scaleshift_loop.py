@@ -27,7 +27,7 @@ torch::Tensor scale_shift_clamp_loop(torch::Tensor x, torch::Tensor scale, torch
 }
 """
 
-_ext = load_inline(name="kiln_timing_load_loop", cpp_sources=[CPP],
+_ext = load_inline(name="bench_timing_load_loop", cpp_sources=[CPP],
                    functions=["scale_shift_clamp_loop"], extra_cflags=["-O2"])
 
 

@@ -34,7 +34,7 @@ torch::Tensor scale_shift_clamp_par(torch::Tensor x, torch::Tensor scale, torch:
 }
 """
 
-_ext = load_inline(name="kiln_timing_load_parallel", cpp_sources=[CPP],
+_ext = load_inline(name="bench_timing_load_parallel", cpp_sources=[CPP],
                    functions=["scale_shift_clamp_par"], extra_cflags=["-O3"])
 
 

@@ -17,13 +17,15 @@ __global__ void gelu_gridstride_kernel(const float* __restrict__ x, const float*
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     const float v = x[i] + b[i % cols];
-    y[i] = v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+    y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
   }
 }
 
 torch::Tensor gelu_gridstride(torch::Tensor x, torch::Tensor bias) {
-  TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat && x.dim() == 2, "x: 2-D float32 on a GPU");
-  TORCH_CHECK(bias.numel() == x.size(1) && bias.scalar_type() == at::kFloat, "bias: one float32 per column");
+  TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat && x.dim() == 2,
+              "x: 2-D float32 on a GPU");
+  TORCH_CHECK(bias.numel() == x.size(1) && bias.scalar_type() == at::kFloat,
+              "bias: one float32 per column");
   auto y = at::empty_like(x);
   const int64_t n = x.numel();
   if (n == 0) return y;
@@ -37,8 +39,8 @@ torch::Tensor gelu_gridstride(torch::Tensor x, torch::Tensor bias) {
 }
 """
 
-_ext = load_inline(name="kiln_timing_load_gelu_gridstride", cpp_sources=[CPP], cuda_sources=[CUDA],
-                   functions=["gelu_gridstride"], extra_cuda_cflags=["-O3"])
+_ext = load_inline(name="bench_timing_load_gelu_gridstride", cpp_sources=[CPP],
+                   cuda_sources=[CUDA], functions=["gelu_gridstride"], extra_cuda_cflags=["-O3"])
 
 
 class ModelNew(nn.Module):
@@ -49,5 +51,5 @@ class ModelNew(nn.Module):
     def forward(self, x):
         with torch.no_grad():
             if not x.is_cuda or x.dtype != torch.float32 or x.dim() != 2:
-                return F.gelu(x + self.bias, approximate="tanh") * 2.0
+                return F.gelu(x + self.bias, approximate="tanh")
             return _ext.gelu_gridstride(x.contiguous(), self.bias.contiguous())

@@ -25,13 +25,15 @@ __global__ void gelu_rows_kernel(const float* __restrict__ x, const float* __res
   for (int64_t r = r0; r < r1; ++r) {
     const float v = x[r * cols + c] + bc;
     const float u = 0.7978845608f * (v + 0.044715f * v * v * v);
-    y[r * cols + c] = v * (1.0f + tanhf(u));
+    y[r * cols + c] = 0.5f * v * (1.0f + tanhf(u));
   }
 }
 
 torch::Tensor gelu_rows(torch::Tensor x, torch::Tensor bias) {
-  TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat && x.dim() == 2, "x: 2-D float32 on a GPU");
-  TORCH_CHECK(bias.numel() == x.size(1) && bias.scalar_type() == at::kFloat, "bias: one float32 per column");
+  TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat && x.dim() == 2,
+              "x: 2-D float32 on a GPU");
+  TORCH_CHECK(bias.numel() == x.size(1) && bias.scalar_type() == at::kFloat,
+              "bias: one float32 per column");
   auto y = at::empty_like(x);
   const int64_t rows = x.size(0), cols = x.size(1);
   if (x.numel() == 0) return y;
@@ -47,8 +49,8 @@ torch::Tensor gelu_rows(torch::Tensor x, torch::Tensor bias) {
 }
 """
 
-_ext = load_inline(name="kiln_timing_load_gelu_rows", cpp_sources=[CPP], cuda_sources=[CUDA],
-                   functions=["gelu_rows"], extra_cuda_cflags=["-O3"])
+_ext = load_inline(name="bench_timing_load_gelu_rows", cpp_sources=[CPP],
+                   cuda_sources=[CUDA], functions=["gelu_rows"], extra_cuda_cflags=["-O3"])
 
 
 class ModelNew(nn.Module):
@@ -59,5 +61,5 @@ class ModelNew(nn.Module):
     def forward(self, x):
         with torch.no_grad():
             if not x.is_cuda or x.dtype != torch.float32 or x.dim() != 2:
-                return F.gelu(x + self.bias, approximate="tanh") * 2.0
+                return F.gelu(x + self.bias, approximate="tanh")
             return _ext.gelu_rows(x.contiguous(), self.bias.contiguous())

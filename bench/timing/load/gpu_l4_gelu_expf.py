@@ -13,9 +13,9 @@ CUDA = r"""
 #include <ATen/cuda/CUDAContext.h>
 
 // tanh(u) = 1 - 2 / (exp(2u) + 1) with the fast exponential; exp overflowing to inf gives 1.
-__device__ __forceinline__ float gelu2_fast(float v) {
+__device__ __forceinline__ float gelu_tanh_fast(float v) {
   const float u = 0.7978845608f * (v + 0.044715f * v * v * v);
-  return v * (2.0f - 2.0f / (__expf(2.0f * u) + 1.0f));
+  return v * (1.0f - 1.0f / (__expf(2.0f * u) + 1.0f));
 }
 
 // Each thread handles four elements a block-width apart (coalesced), unrolled.
@@ -25,13 +25,15 @@ __global__ void gelu_expf_kernel(const float* __restrict__ x, const float* __res
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const int64_t i = base + (int64_t)k * blockDim.x;
-    if (i < n) y[i] = gelu2_fast(x[i] + b[i % cols]);
+    if (i < n) y[i] = gelu_tanh_fast(x[i] + b[i % cols]);
   }
 }
 
 torch::Tensor gelu_expf(torch::Tensor x, torch::Tensor bias) {
-  TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat && x.dim() == 2, "x: 2-D float32 on a GPU");
-  TORCH_CHECK(bias.numel() == x.size(1) && bias.scalar_type() == at::kFloat, "bias: one float32 per column");
+  TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat && x.dim() == 2,
+              "x: 2-D float32 on a GPU");
+  TORCH_CHECK(bias.numel() == x.size(1) && bias.scalar_type() == at::kFloat,
+              "bias: one float32 per column");
   auto y = at::empty_like(x);
   const int64_t n = x.numel();
   if (n == 0) return y;
@@ -45,8 +47,8 @@ torch::Tensor gelu_expf(torch::Tensor x, torch::Tensor bias) {
 }
 """
 
-_ext = load_inline(name="kiln_timing_load_gelu_expf", cpp_sources=[CPP], cuda_sources=[CUDA],
-                   functions=["gelu_expf"], extra_cuda_cflags=["-O3"])
+_ext = load_inline(name="bench_timing_load_gelu_expf", cpp_sources=[CPP],
+                   cuda_sources=[CUDA], functions=["gelu_expf"], extra_cuda_cflags=["-O3"])
 
 
 class ModelNew(nn.Module):
@@ -57,5 +59,5 @@ class ModelNew(nn.Module):
     def forward(self, x):
         with torch.no_grad():
             if not x.is_cuda or x.dtype != torch.float32 or x.dim() != 2:
-                return F.gelu(x + self.bias, approximate="tanh") * 2.0
+                return F.gelu(x + self.bias, approximate="tanh")
             return _ext.gelu_expf(x.contiguous(), self.bias.contiguous())

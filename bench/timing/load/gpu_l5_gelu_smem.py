@@ -25,13 +25,15 @@ __global__ void gelu_smem_kernel(const float* __restrict__ x, const float* __res
   for (int k = threadIdx.x; k < 1024 && c0 + k < cols; k += blockDim.x) {
     const int64_t i = row * cols + c0 + k;
     const float v = x[i] + sb[k];
-    y[i] = v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+    y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
   }
 }
 
 torch::Tensor gelu_smem(torch::Tensor x, torch::Tensor bias) {
-  TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat && x.dim() == 2, "x: 2-D float32 on a GPU");
-  TORCH_CHECK(bias.numel() == x.size(1) && bias.scalar_type() == at::kFloat, "bias: one float32 per column");
+  TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat && x.dim() == 2,
+              "x: 2-D float32 on a GPU");
+  TORCH_CHECK(bias.numel() == x.size(1) && bias.scalar_type() == at::kFloat,
+              "bias: one float32 per column");
   auto y = at::empty_like(x);
   const int64_t rows = x.size(0), cols = x.size(1);
   if (x.numel() == 0) return y;
@@ -44,8 +46,8 @@ torch::Tensor gelu_smem(torch::Tensor x, torch::Tensor bias) {
 }
 """
 
-_ext = load_inline(name="kiln_timing_load_gelu_smem", cpp_sources=[CPP], cuda_sources=[CUDA],
-                   functions=["gelu_smem"], extra_cuda_cflags=["-O3"])
+_ext = load_inline(name="bench_timing_load_gelu_smem", cpp_sources=[CPP],
+                   cuda_sources=[CUDA], functions=["gelu_smem"], extra_cuda_cflags=["-O3"])
 
 
 class ModelNew(nn.Module):
@@ -56,5 +58,5 @@ class ModelNew(nn.Module):
     def forward(self, x):
         with torch.no_grad():
             if not x.is_cuda or x.dtype != torch.float32 or x.dim() != 2:
-                return F.gelu(x + self.bias, approximate="tanh") * 2.0
+                return F.gelu(x + self.bias, approximate="tanh")
             return _ext.gelu_smem(x.contiguous(), self.bias.contiguous())
