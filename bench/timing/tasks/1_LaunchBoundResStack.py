@@ -2,7 +2,8 @@
 # residual blocks at batch 2 and 16 x 16 resolution, so that every kernel (3x3 conv, batch norm,
 # ReLU, residual add) runs for a few microseconds and eager time is mostly the host launching
 # about 300 of them. This is the shape of work whose timing suffers most when other processes
-# take the host's CPU: on an H200 eager is expected at a few ms, almost all of it launch.
+# take the host's CPU: on the H200 machine eager timed 8.7-9.8 ms, almost all of it launch, and
+# a CUDA graph of the same ops 1.3-1.4 ms.
 import torch
 import torch.nn as nn
 
