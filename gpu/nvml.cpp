@@ -1,6 +1,10 @@
 #include "gpu/nvml.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include <dlfcn.h>
@@ -27,11 +31,21 @@ template <class F> bool bind(void* lib, const char* name, F& out) {
   return out != nullptr;
 }
 
-int32_t median_of(std::vector<int32_t> xs) {
+template <class T> T median_of(std::vector<T> xs) {
   if (xs.empty())
-    return 0;
+    return T{};
   std::sort(xs.begin(), xs.end());
   return xs[xs.size() / 2];
+}
+
+// A /proc file in one read: small, and rewritten by the kernel as a whole.
+std::string read_small_file(const std::string& path) {
+  std::ifstream in{path};
+  if (!in)
+    return {};
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
 }
 
 } // namespace
@@ -271,13 +285,97 @@ bool nvml_library::mig_enabled(const std::string& pci_bus_id) {
          && a->mig_mode(dev, &current, &pending) == nvml_success && current == 1;
 }
 
+// -- host readings -------------------------------------------------------------------------------
+
+host_cpu_times parse_proc_stat(std::string_view text) {
+  host_cpu_times t;
+  std::istringstream in{std::string{text}};
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("cpu", 0) != 0)
+      continue;
+    if (line.size() > 3 && line[3] >= '0' && line[3] <= '9') {
+      ++t.cores;
+      continue;
+    }
+    if (line.size() > 3 && line[3] != ' ')
+      continue;
+    // user nice system idle iowait irq softirq steal; guest and guest_nice are already counted
+    // in user and nice.
+    std::istringstream fields{line.substr(3)};
+    uint64_t v[8] = {};
+    int n = 0;
+    while (n < 8 && (fields >> v[n]))
+      ++n;
+    if (n < 4)
+      return {};
+    for (int i = 0; i < n; ++i)
+      t.total += v[i];
+    t.busy = t.total - v[3] - (n > 4 ? v[4] : 0);
+    t.readable = true;
+  }
+  if (t.cores == 0)
+    t.cores = 1; // a kernel that lists no cpuN lines has at least one
+  return t;
+}
+
+double parse_loadavg(std::string_view text) {
+  std::string s{text};
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || v < 0)
+    return -1;
+  return v;
+}
+
+double cores_busy(const host_cpu_times& before, const host_cpu_times& after) {
+  if (!before.readable || !after.readable || after.total <= before.total
+      || after.busy < before.busy)
+    return -1;
+  // The aggregate line sums every core, so the elapsed jiffies of one core are total / cores.
+  double elapsed = static_cast<double>(after.total - before.total) / after.cores;
+  return static_cast<double>(after.busy - before.busy) / elapsed;
+}
+
+std::string drift_problem(const clock_summary& s) {
+  if (s.readings == 0)
+    return {};
+  std::string out;
+  if (s.sm_max_mhz > 0 && s.sm_min_mhz > 0
+      && s.sm_max_mhz - s.sm_min_mhz > drift_sm_share * s.sm_max_mhz) {
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "the SM clock moved between %d and %d MHz (%.1f %%, more than %.0f %%) while "
+                  "timing",
+                  s.sm_min_mhz, s.sm_max_mhz, 100.0 * (s.sm_max_mhz - s.sm_min_mhz) / s.sm_max_mhz,
+                  100 * drift_sm_share);
+    out = text;
+  }
+  if (auto slow = s.throttle_reasons & drift_throttle_mask) {
+    std::string names;
+    for (const auto& n : throttle_names(slow))
+      names += (names.empty() ? "" : ", ") + n;
+    out += (out.empty() ? "" : "; ") + std::string{"the GPU was slowed down ("} + names
+           + ") while timing";
+  }
+  return out;
+}
+
 // -- clock_sampler -------------------------------------------------------------------------------
 
-clock_sampler::clock_sampler(nvml_library& lib, gpu_target target,
-                             std::chrono::milliseconds period) {
+clock_sampler::clock_sampler(nvml_library& lib, gpu_target target, std::chrono::milliseconds period,
+                             host_source host)
+    : host_(std::move(host)) {
+  host_samples_.push_back(read_host());
   if (target.index < 0 || !lib.available())
     return;
   thread_ = std::thread{[this, &lib, target, period] { poll(lib, target, period); }};
+}
+
+clock_sampler::host_sample clock_sampler::read_host() const {
+  auto cpu = parse_proc_stat(read_small_file(host_.proc_stat));
+  auto load = parse_loadavg(read_small_file(host_.loadavg));
+  return {clock::now(), cpu, load};
 }
 
 clock_sampler::clock_sampler(const std::string& device)
@@ -293,20 +391,27 @@ void clock_sampler::poll(nvml_library& lib, gpu_target target, std::chrono::mill
     lock.unlock();
     auto r = lib.read(target);
     auto at = clock::now();
+    auto host = read_host();
     lock.lock();
+    host_samples_.push_back(host);
     if (!r.readable)
       return; // it will not get better within one runner's life
-    samples_.push_back({at, r.sm_mhz, r.mem_mhz});
+    samples_.push_back({at, r.sm_mhz, r.mem_mhz, r.temperature_c, r.power_w, r.throttle_reasons});
     cv_.wait_for(lock, period, [this] { return stopping_; });
   }
 }
 
 void clock_sampler::stop() {
   {
-    std::lock_guard<std::mutex> lock{mu_};
-    if (!stopping_)
+    std::unique_lock<std::mutex> lock{mu_};
+    if (!stopping_) {
       stopped_at_ = clock::now();
-    stopping_ = true;
+      stopping_ = true;
+      lock.unlock();
+      auto host = read_host();
+      lock.lock();
+      host_samples_.push_back(host);
+    }
   }
   cv_.notify_all();
   if (thread_.joinable())
@@ -315,19 +420,52 @@ void clock_sampler::stop() {
 
 clock_summary clock_sampler::summary(clock::time_point from, clock::time_point to) {
   std::lock_guard<std::mutex> lock{mu_};
-  std::vector<int32_t> sm;
-  std::vector<int32_t> mem;
+  clock_summary out;
+  std::vector<const sample*> in;
   for (const auto& s : samples_)
-    if (s.at >= from && s.at <= to) {
-      sm.push_back(s.sm_mhz);
-      mem.push_back(s.mem_mhz);
+    if (s.at >= from && s.at <= to)
+      in.push_back(&s);
+  if (in.empty())
+    for (const auto& s : samples_)
+      in.push_back(&s);
+  if (!in.empty()) {
+    std::vector<int32_t> sm, mem;
+    std::vector<double> power;
+    out.sm_min_mhz = out.sm_max_mhz = in.front()->sm_mhz;
+    for (const auto* s : in) {
+      sm.push_back(s->sm_mhz);
+      mem.push_back(s->mem_mhz);
+      power.push_back(s->power_w);
+      out.sm_min_mhz = std::min(out.sm_min_mhz, s->sm_mhz);
+      out.sm_max_mhz = std::max(out.sm_max_mhz, s->sm_mhz);
+      out.temperature_c = std::max(out.temperature_c, s->temperature_c);
+      out.throttle_reasons |= s->throttle_reasons & ~uint64_t{0x1}; // all but gpu_idle
     }
-  if (sm.empty())
-    for (const auto& s : samples_) {
-      sm.push_back(s.sm_mhz);
-      mem.push_back(s.mem_mhz);
-    }
-  return {median_of(sm), median_of(mem), static_cast<int32_t>(sm.size())};
+    out.sm_mhz = median_of(std::move(sm));
+    out.mem_mhz = median_of(std::move(mem));
+    out.power_w = median_of(std::move(power));
+    out.readings = static_cast<int32_t>(in.size());
+  }
+  // The poll thread and stop() read the host outside the lock, so two readings can arrive out
+  // of order; the bracketing below wants them in time order.
+  std::sort(host_samples_.begin(), host_samples_.end(),
+            [](const host_sample& a, const host_sample& b) { return a.at < b.at; });
+  // The pair that brackets the window, or the nearest inside it.
+  const host_sample* first = nullptr;
+  const host_sample* last = nullptr;
+  for (const auto& h : host_samples_) {
+    if (h.at <= from || !first)
+      first = &h;
+    if (!last || last->at < to)
+      last = &h;
+  }
+  if (first && last && first != last) {
+    out.host_busy = cores_busy(first->cpu, last->cpu);
+    out.load_avg = last->load_avg;
+  } else if (last) {
+    out.load_avg = last->load_avg;
+  }
+  return out;
 }
 
 clock_summary clock_sampler::summary() {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -85,22 +86,74 @@ private:
   std::string problem_;
 };
 
-/// The SM and memory clocks seen while something ran, medians of the readings in a window.
+/// What the GPU and the host did while something ran: the GPU figures over the NVML readings
+/// in a window (all 0 when unreadable or none fell there), the host's over /proc between the
+/// host readings around the window (on any device, with or without NVML).
 struct clock_summary {
-  int32_t sm_mhz = 0; ///< 0: unreadable or no reading in the window
-  int32_t mem_mhz = 0;
-  int32_t readings = 0;
+  int32_t sm_mhz = 0;   ///< median
+  int32_t mem_mhz = 0;  ///< median
+  int32_t readings = 0; ///< NVML readings summarised
+  int32_t sm_min_mhz = 0;
+  int32_t sm_max_mhz = 0;
+  int32_t temperature_c = 0; ///< the highest
+  double power_w = 0;        ///< median
+  /// OR of the readings' throttle masks without `gpu_idle`, which an idle moment between calls
+  /// sets and which says nothing about the clocks a call ran at.
+  uint64_t throttle_reasons = 0;
+  /// Cores busy on average (user, system, irq, steal: all but idle and iowait), the whole host's,
+  /// the timed process included; -1 when /proc/stat could not be read twice with time between.
+  double host_busy = -1;
+  /// The host's 1-minute load average at the window's end; -1 when unreadable.
+  double load_avg = -1;
 };
 
-/// Polls a GPU's clocks on its own thread from construction until `stop()` (or destruction),
-/// so that each measurement can say at which clocks it was taken. A CPU device, or no NVML,
-/// starts no thread and summarises to zeros.
+/// Share of the highest SM clock by which the lowest may fall short before a window counts as
+/// drifting: NVML's SM clock steps are ~15 MHz (under 1 % of an H200's 1980 MHz), and the
+/// medians of one candidate's evaluations were seen to split 3-4 % apart with the clock moving.
+inline constexpr double drift_sm_share = 0.03;
+
+/// Throttle bits that mean the clocks were held down for heat or power, or by the hardware.
+inline constexpr uint64_t drift_throttle_mask = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
+
+/// A phrase saying why a window's timing is not trustworthy (its SM clock moved by more than
+/// `drift_sm_share`, or a bit of `drift_throttle_mask` was set), for a verdict's notes; empty
+/// when the window is fine or nothing was readable.
+std::string drift_problem(const clock_summary& s);
+
+/// The aggregate `cpu` line of /proc/stat: jiffies busy and in all, and the `cpuN` lines seen.
+struct host_cpu_times {
+  bool readable = false;
+  uint64_t busy = 0;
+  uint64_t total = 0;
+  int cores = 0;
+};
+/// Parses /proc/stat's text; `readable` false when it has no aggregate `cpu` line.
+host_cpu_times parse_proc_stat(std::string_view text);
+/// The first field of /proc/loadavg; -1 when it is not a number.
+double parse_loadavg(std::string_view text);
+/// Cores busy on average between two /proc/stat readings; -1 when no time passed between them
+/// or either is unreadable.
+double cores_busy(const host_cpu_times& before, const host_cpu_times& after);
+
+/// Where the host readings come from; tests point it at files of their own.
+struct host_source {
+  std::string proc_stat = "/proc/stat";
+  std::string loadavg = "/proc/loadavg";
+};
+
+/// Polls a GPU's clocks, temperature, power and throttle reasons on its own thread from
+/// construction until `stop()` (or destruction), so that each measurement can say in which
+/// state it was taken, and reads the host's CPU time and load average at construction, at
+/// every poll and at `stop()`. A CPU device, or no NVML, starts no thread (nothing wakes up
+/// beside a CPU timing): its GPU figures are zeros and its host figures span construction to
+/// stop().
 class clock_sampler {
 public:
   using clock = std::chrono::steady_clock;
 
   clock_sampler(nvml_library& lib, gpu_target target,
-                std::chrono::milliseconds period = std::chrono::milliseconds(25));
+                std::chrono::milliseconds period = std::chrono::milliseconds(25),
+                host_source host = {});
   /// NVML of the system, for a kiln device id.
   explicit clock_sampler(const std::string& device);
   ~clock_sampler();
@@ -109,7 +162,9 @@ public:
 
   /// Ends the polling (idempotent).
   void stop();
-  /// Medians over the readings taken in [from, to]; over all readings when none falls there.
+  /// The GPU readings taken in [from, to] (all of them when none falls there), and the host
+  /// between its last reading at or before `from` and its first at or after `to` (the nearest
+  /// ones inside where there are none outside).
   clock_summary summary(clock::time_point from, clock::time_point to);
   /// Medians over all readings.
   clock_summary summary();
@@ -123,8 +178,19 @@ private:
     clock::time_point at;
     int32_t sm_mhz;
     int32_t mem_mhz;
+    int32_t temperature_c;
+    double power_w;
+    uint64_t throttle_reasons;
+  };
+  struct host_sample {
+    clock::time_point at;
+    host_cpu_times cpu;
+    double load_avg;
   };
   void poll(nvml_library& lib, gpu_target target, std::chrono::milliseconds period);
+  host_sample read_host() const;
+  host_source host_;
+  std::vector<host_sample> host_samples_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;

@@ -1,0 +1,55 @@
+# kiln timing benchmark load (bench/timing/README.md): a CUDA load_inline build for
+# ../tasks/2_BiasGeluTanh.py, there to keep compile workers busy (nvcc on torch's headers takes
+# tens of seconds) and then a GPU lane. Its source differs from every other load file, so its
+# build is its own cache entry. A grid-stride loop, one element per step, tanhf.
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.cpp_extension import load_inline
+
+CPP = "torch::Tensor gelu_gridstride(torch::Tensor x, torch::Tensor bias);"
+
+CUDA = r"""
+#include <ATen/cuda/CUDAContext.h>
+
+__global__ void gelu_gridstride_kernel(const float* __restrict__ x, const float* __restrict__ b,
+                                       float* __restrict__ y, int64_t n, int64_t cols) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const float v = x[i] + b[i % cols];
+    y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+  }
+}
+
+torch::Tensor gelu_gridstride(torch::Tensor x, torch::Tensor bias) {
+  TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat && x.dim() == 2,
+              "x: 2-D float32 on a GPU");
+  TORCH_CHECK(bias.numel() == x.size(1) && bias.scalar_type() == at::kFloat,
+              "bias: one float32 per column");
+  auto y = at::empty_like(x);
+  const int64_t n = x.numel();
+  if (n == 0) return y;
+  const int threads = 256;
+  const int64_t want = (n + threads - 1) / threads;
+  const int blocks = (int)(want < 65535 * 8 ? want : 65535 * 8);
+  gelu_gridstride_kernel<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+      x.data_ptr<float>(), bias.data_ptr<float>(), y.data_ptr<float>(), n, x.size(1));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return y;
+}
+"""
+
+_ext = load_inline(name="bench_timing_load_gelu_gridstride", cpp_sources=[CPP],
+                   cuda_sources=[CUDA], functions=["gelu_gridstride"], extra_cuda_cflags=["-O3"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, cols):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(cols) * 0.5)
+
+    def forward(self, x):
+        with torch.no_grad():
+            if not x.is_cuda or x.dtype != torch.float32 or x.dim() != 2:
+                return F.gelu(x + self.bias, approximate="tanh")
+            return _ext.gelu_gridstride(x.contiguous(), self.bias.contiguous())
