@@ -700,6 +700,10 @@ verdict evaluation::timing() {
     }
   }
 
+  if (window_clocks_)
+    if (auto drift = drift_problem(window_clocks_->last(span)); !drift.empty())
+      v_.notes.push_back("timing: " + drift + " during the timing window; the figures may be off");
+
   const timing_view* drive = &v_.per_call;
   v_.statistic = "per_call";
   if (pike_) {

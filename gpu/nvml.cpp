@@ -484,6 +484,12 @@ timing_stats with_clocks(timing_stats s, clock_sampler& clocks, double span_ms) 
   auto c = clocks.last(span_ms);
   s.sm_clock_mhz = c.sm_mhz;
   s.mem_clock_mhz = c.mem_mhz;
+  s.sm_min_mhz = c.sm_min_mhz;
+  s.sm_max_mhz = c.sm_max_mhz;
+  s.temperature_c = c.temperature_c;
+  s.power_w = c.power_w;
+  s.host_busy = c.host_busy;
+  s.load_avg = c.load_avg;
   return s;
 }
 

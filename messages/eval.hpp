@@ -44,11 +44,21 @@ struct timing_stats {
   /// GPU clocks seen while the samples were taken (median of readings), 0 where unreadable.
   int32_t sm_clock_mhz = 0;
   int32_t mem_clock_mhz = 0;
+  /// The timing window's drift record (gpu/nvml.hpp): lowest and highest SM clock, highest
+  /// temperature, median power (0 where unreadable), the host's busy cores and load average
+  /// (-1 where unreadable).
+  int32_t sm_min_mhz = 0;
+  int32_t sm_max_mhz = 0;
+  int32_t temperature_c = 0;
+  double power_w = 0;
+  double host_busy = -1;
+  double load_avg = -1;
 };
 
 template <class Inspector> typename Inspector::result_type inspect(Inspector& f, timing_stats& x) {
   return f(caf::meta::type_name("timing_stats"), x.median_ms, x.p10_ms, x.p90_ms, x.mean_ms, x.n,
-           x.sm_clock_mhz, x.mem_clock_mhz);
+           x.sm_clock_mhz, x.mem_clock_mhz, x.sm_min_mhz, x.sm_max_mhz, x.temperature_c, x.power_w,
+           x.host_busy, x.load_avg);
 }
 
 /// One statistic's figures in a verdict: the candidate's and the reference's, and their ratio

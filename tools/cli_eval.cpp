@@ -80,7 +80,13 @@ std::string timing_stats_json(const timing_stats& s) {
   o << "{\"median_ms\": " << json_number(s.median_ms) << ", \"p10_ms\": " << json_number(s.p10_ms)
     << ", \"p90_ms\": " << json_number(s.p90_ms) << ", \"mean_ms\": " << json_number(s.mean_ms)
     << ", \"n\": " << s.n << ", \"sm_clock_mhz\": " << clock(s.sm_clock_mhz)
-    << ", \"mem_clock_mhz\": " << clock(s.mem_clock_mhz) << "}";
+    << ", \"mem_clock_mhz\": " << clock(s.mem_clock_mhz)
+    << ", \"sm_min_mhz\": " << clock(s.sm_min_mhz) << ", \"sm_max_mhz\": " << clock(s.sm_max_mhz)
+    << ", \"temperature_c\": " << clock(s.temperature_c)
+    << ", \"power_w\": " << (s.power_w > 0 ? json_number(s.power_w) : std::string{"null"})
+    << ", \"host_busy\": " << (s.host_busy >= 0 ? json_number(s.host_busy) : std::string{"null"})
+    << ", \"load_avg\": " << (s.load_avg >= 0 ? json_number(s.load_avg) : std::string{"null"})
+    << "}";
   return o.str();
 }
 
