@@ -456,6 +456,8 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
     r.stderr_path = runner->stderr_path();
     spdlog::debug("evaluator {}: {} runner {} ({}) in {}", ctx.settings.device, job.mode,
                   runner->pid(), runner->warm() ? "warm" : "cold", r.dir);
+    if (ctx.on_start)
+      ctx.on_start(runner->pid());
     std::function<bool()> ask;
     if (shared.gate && gate)
       ask = [&gate, &r, &shared, dir = r.dir] {
@@ -494,8 +496,23 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
     opts.timeout_s = timeout_s;
     opts.nice = ctx.settings.nice;
     opts.sandbox = &policy;
+    opts.role = job.mode == "compile" ? process_role::compile : process_role::runner;
     spdlog::debug("evaluator {}: {} runner in {}", ctx.settings.device, job.mode, job.dir);
-    r.proc = run_process(opts);
+    if (!ctx.on_start) {
+      r.proc = run_process(opts);
+    } else {
+      // run_process, with the pid told in between.
+      const auto start = steady::now();
+      child_process child = start_process(opts);
+      if (!child.running()) {
+        r.proc.error = child.error();
+      } else {
+        ctx.on_start(child.pid());
+        const double left = std::max(1e-3, timeout_s - ms_since(start) / 1000);
+        r.proc = child.wait(left, opts.kill_grace_s);
+      }
+      r.proc.wall_ms = ms_since(start);
+    }
   }
   // The runner and everything it started have ended (its PID namespace is gone): nothing can
   // change its staged builds while kiln checks and copies them.

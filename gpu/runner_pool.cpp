@@ -156,6 +156,7 @@ std::unique_ptr<runner_process> runner_pool::spawn(bool warm, std::string& error
   opts.stderr_path = r->stderr_path();
   opts.stdin_fd = pair[1];
   opts.sandbox = &policy;
+  opts.role = process_role::runner;
   r->child_ = start_process(opts);
   ::close(pair[1]);
   if (!r->child_.running()) {
