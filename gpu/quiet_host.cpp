@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -236,7 +237,13 @@ struct watchdog_record {
   int32_t op = 0;
   int32_t pgid = 0;
 };
-enum : int32_t { wd_signal_frozen = 1, wd_cgroup_frozen = 2, wd_thawed = 3 };
+enum : int32_t {
+  wd_signal_frozen = 1,
+  wd_cgroup_frozen = 2,
+  wd_thawed = 3,
+  wd_cgroup_made = 4, ///< g<pgid> exists: removed at the end unless kiln said it is gone
+  wd_cgroup_gone = 5,
+};
 constexpr int watchdog_slots = 4096;
 
 /// Formats `n` into `out` (async-signal-safe); returns the length.
@@ -276,7 +283,9 @@ void close_fds(int first, int last) {
   close_fds(hi + 1, INT_MAX);
   static int32_t pgids[watchdog_slots];
   static int32_t kinds[watchdog_slots];
+  static int32_t cgroups[watchdog_slots];
   int n = 0;
+  int made = 0;
   for (;;) {
     watchdog_record rec;
     ssize_t got = ::read(read_fd, &rec, sizeof rec);
@@ -284,6 +293,17 @@ void close_fds(int first, int last) {
       continue;
     if (got != static_cast<ssize_t>(sizeof rec))
       break; // EOF: kiln is gone (or broke the protocol: thaw all the same)
+    if (rec.op == wd_cgroup_made || rec.op == wd_cgroup_gone) {
+      int at = -1;
+      for (int i = 0; i < made; ++i)
+        if (cgroups[i] == rec.pgid)
+          at = i;
+      if (rec.op == wd_cgroup_gone && at >= 0)
+        cgroups[at] = cgroups[--made];
+      else if (rec.op == wd_cgroup_made && at < 0 && made < watchdog_slots)
+        cgroups[made++] = rec.pgid;
+      continue;
+    }
     int at = -1;
     for (int i = 0; i < n; ++i)
       if (pgids[i] == rec.pgid)
@@ -317,16 +337,23 @@ void close_fds(int first, int last) {
       ::close(fd);
     }
   }
-  // Emptied cgroups go; ones whose processes still live stay (rmdir fails) and are harmless.
-  for (int i = 0; i < n; ++i) {
-    if (kinds[i] != wd_cgroup_frozen)
-      continue;
-    char path[32] = {'g'};
-    path[1 + format_uint(path + 1, static_cast<unsigned>(pgids[i]))] = '\0';
-    ::unlinkat(base_fd, path, AT_REMOVEDIR);
+  // kiln's children die with it (PDEATHSIG), so their cgroups empty within moments: a few
+  // tries over about two seconds; one that still holds a process (an orphan that lives on) stays,
+  // harmless and empty once it ends.
+  for (int round = 0; round < 40 && (made > 0 || base_path != nullptr); ++round) {
+    for (int i = 0; i < made;) {
+      char path[32] = {'g'};
+      path[1 + format_uint(path + 1, static_cast<unsigned>(cgroups[i]))] = '\0';
+      if (::unlinkat(base_fd, path, AT_REMOVEDIR) == 0 || errno == ENOENT)
+        cgroups[i] = cgroups[--made];
+      else
+        ++i;
+    }
+    if (made == 0 && (base_path == nullptr || ::rmdir(base_path) == 0 || errno == ENOENT))
+      break;
+    timespec nap{0, 50'000'000};
+    ::nanosleep(&nap, nullptr);
   }
-  if (base_path != nullptr)
-    ::rmdir(base_path);
   ::_exit(0);
 }
 
@@ -447,7 +474,7 @@ struct host_state {
   int plan_gen = 0;
   std::map<pid_t, group_entry> groups;
   std::vector<std::shared_ptr<quiet_window::state>> windows;
-  std::vector<std::string> stale_cgroups; ///< g<pgid> folders to remove once empty
+  std::vector<pid_t> stale_cgroups; ///< groups whose g<pgid> is to go once empty
   method how = method::unknown;
   std::string cgroup_base; ///< <kiln's cgroup>/kiln-quiet-<pid>
   int watchdog_fd = -1;
@@ -488,6 +515,8 @@ int count_gpus() {
   return n;
 }
 
+void decide_method_locked(host_state& h);
+
 void apply_settings_locked(host_state& h, quiet_host_settings s) {
   if (s.gpus < 0)
     s.gpus = count_gpus();
@@ -495,7 +524,8 @@ void apply_settings_locked(host_state& h, quiet_host_settings s) {
     s.cpus = own_cpus();
   const bool same = h.configured && s.freeze == h.settings.freeze
                     && s.timer_cores == h.settings.timer_cores && s.gpus == h.settings.gpus
-                    && s.max_freeze_s == h.settings.max_freeze_s && s.cpus == h.settings.cpus;
+                    && s.max_freeze_s == h.settings.max_freeze_s && s.cpus == h.settings.cpus
+                    && s.allow_cgroup == h.settings.allow_cgroup;
   if (same)
     return;
   auto plan = plan_cores(s.cpus, s.gpus, s.timer_cores);
@@ -508,6 +538,11 @@ void apply_settings_locked(host_state& h, quiet_host_settings s) {
   h.plan = std::move(plan);
   h.configured = true;
   ++h.plan_gen;
+  // The way of freezing changes only while nothing is frozen: a thaw must undo what was done.
+  const bool frozen = std::any_of(h.groups.begin(), h.groups.end(),
+                                  [](const auto& g) { return g.second.frozen; });
+  if (h.how != method::unknown && !frozen)
+    decide_method_locked(h);
 }
 
 void ensure_configured_locked(host_state& h) {
@@ -527,8 +562,16 @@ void tell_watchdog(host_state& h, int32_t op, pid_t pgid) {
   }
 }
 
-/// Decides how to freeze (once): cgroup v2 where kiln can make cgroups of its own, else
+/// How to freeze now: cgroup v2 where kiln could make cgroups of its own (and may), else
 /// signals; off without a watchdog, since then nothing could thaw what kiln leaves frozen.
+void decide_method_locked(host_state& h) {
+  if (h.watchdog_fd < 0)
+    h.how = method::off;
+  else
+    h.how = h.settings.allow_cgroup && !h.cgroup_base.empty() ? method::cgroup : method::signals;
+}
+
+/// Looks for a cgroup of kiln's own and starts the watchdog (once, at the first freeze).
 void choose_method_locked(host_state& h) {
   if (h.how != method::unknown)
     return;
@@ -548,16 +591,14 @@ void choose_method_locked(host_state& h) {
     }
   }
   h.watchdog_fd = start_watchdog(base_fd, h.cgroup_base);
-  if (h.watchdog_fd < 0) {
-    h.how = method::off;
+  decide_method_locked(h);
+  if (h.how == method::off)
     spdlog::warn("quiet host: cannot start the watchdog; kiln's other processes are not frozen "
                  "while it times");
-  } else {
-    h.how = h.cgroup_base.empty() ? method::signals : method::cgroup;
+  else
     spdlog::info("quiet host: freezing by {}", h.how == method::cgroup
                                                    ? "the cgroup v2 freezer under " + h.cgroup_base
                                                    : std::string{"SIGSTOP/SIGCONT"});
-  }
   // The watchdog has its own copy; kiln needs none.
   if (base_fd >= 0)
     ::close(base_fd);
@@ -567,6 +608,7 @@ bool cgroup_freeze_locked(host_state& h, pid_t pgid, group_entry& g,
                           const std::vector<pid_t>& members) {
   const std::string dir = h.cgroup_base + "/g" + std::to_string(pgid);
   if (!g.has_cgroup) {
+    tell_watchdog(h, wd_cgroup_made, pgid);
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
       return false;
     g.has_cgroup = true;
@@ -760,8 +802,14 @@ void monitor_main() {
         }
       if (expired)
         reconcile_locked(h);
-      for (auto it = h.stale_cgroups.begin(); it != h.stale_cgroups.end();)
-        it = ::rmdir(it->c_str()) == 0 || errno == ENOENT ? h.stale_cgroups.erase(it) : it + 1;
+      for (auto it = h.stale_cgroups.begin(); it != h.stale_cgroups.end();) {
+        if (::rmdir((h.cgroup_base + "/g" + std::to_string(*it)).c_str()) == 0 || errno == ENOENT) {
+          tell_watchdog(h, wd_cgroup_gone, *it);
+          it = h.stale_cgroups.erase(it);
+        } else {
+          ++it;
+        }
+      }
       sample = !h.windows.empty();
     }
     if (sample) {
@@ -905,7 +953,7 @@ void unregister_group(pid_t pgid) {
     return;
   thaw_locked(h, pgid, it->second);
   if (it->second.has_cgroup) {
-    h.stale_cgroups.push_back(h.cgroup_base + "/g" + std::to_string(pgid));
+    h.stale_cgroups.push_back(pgid);
     h.changed.notify_all();
     ensure_monitor_locked(h);
   }

@@ -37,6 +37,9 @@ struct quiet_host_settings {
   double max_freeze_s = defaults::quiet_max_freeze_s;
   /// kiln's usable cores; empty: sched_getaffinity of this process. Tests pass fake lists.
   std::vector<int> cpus;
+  /// Freeze through cgroup v2 where kiln can make cgroups of its own; false: always by signals
+  /// (tests of that way). Changes take effect while nothing is frozen.
+  bool allow_cgroup = true;
 };
 
 /// The settings of a config, GPUs counted by gpu/devices.hpp.

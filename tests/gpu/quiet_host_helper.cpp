@@ -1,19 +1,22 @@
 // A kiln-like process for quiet_host_test.cpp: it starts two busy process groups (each a shell
 // and a busy subshell of it) through kiln's process API, opens a quiet window over the first,
 // says "<pgid1> <pgid2>" and, once the second group is frozen, "frozen", then waits to be
-// SIGKILLed. What it leaves frozen behind is the test's to see.
+// SIGKILLed. `signals` as its argument: freeze by signals even where cgroups would do. What it
+// leaves frozen behind is the test's to see.
 
 #include <unistd.h>
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "gpu/process.hpp"
 #include "gpu/quiet_host.hpp"
 #include "quiet_probe.hpp"
 
-int main() {
+int main(int argc, char** argv) {
   kiln::quiet_host_settings s;
+  s.allow_cgroup = argc < 2 || std::string{argv[1]} != "signals";
   s.freeze = true;
   s.timer_cores = 0;
   s.gpus = 0;
