@@ -539,8 +539,8 @@ void apply_settings_locked(host_state& h, quiet_host_settings s) {
   h.configured = true;
   ++h.plan_gen;
   // The way of freezing changes only while nothing is frozen: a thaw must undo what was done.
-  const bool frozen = std::any_of(h.groups.begin(), h.groups.end(),
-                                  [](const auto& g) { return g.second.frozen; });
+  const bool frozen =
+      std::any_of(h.groups.begin(), h.groups.end(), [](const auto& g) { return g.second.frozen; });
   if (h.how != method::unknown && !frozen)
     decide_method_locked(h);
 }
@@ -686,8 +686,8 @@ void reconcile_locked(host_state& h) {
   if (to_freeze.empty())
     return;
   // Only the cgroup freezer needs the members (to move them into the group's cgroup).
-  const auto members = h.how == method::cgroup ? members_of(to_freeze)
-                                               : std::map<pid_t, std::vector<pid_t>>{};
+  const auto members =
+      h.how == method::cgroup ? members_of(to_freeze) : std::map<pid_t, std::vector<pid_t>>{};
   for (pid_t pgid : to_freeze)
     freeze_locked(h, pgid, h.groups[pgid], members);
 }
@@ -989,9 +989,8 @@ std::vector<int> spawn_cores(process_role) {
 
 std::string foreign_load_note(const foreign_load_info& info) {
   const bool cpu = gpu_index(info.device) < 0;
-  const double limit =
-      cpu ? defaults::foreign_load_cpu_cores
-          : defaults::foreign_load_per_timer_core * std::max(1, info.timer_cores);
+  const double limit = cpu ? defaults::foreign_load_cpu_cores
+                           : defaults::foreign_load_per_timer_core * std::max(1, info.timer_cores);
   if (info.seconds <= 0 || info.other_cores < limit)
     return {};
   char buf[256];

@@ -164,9 +164,9 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
         if (quiet) {
           quiet->close();
           if (auto note = quiet->note(); !note.empty())
-            spdlog::warn("evaluator {}: re-timing {}: {} in round {}: {}", settings_.device,
-                         job.task.name, e == 0 ? std::string{"reference"} : job.candidate_ids[e - 1],
-                         round + 1, note);
+            spdlog::warn(
+                "evaluator {}: re-timing {}: {} in round {}: {}", settings_.device, job.task.name,
+                e == 0 ? std::string{"reference"} : job.candidate_ids[e - 1], round + 1, note);
           quiet.reset();
         }
         hold.release();

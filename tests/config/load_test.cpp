@@ -276,7 +276,8 @@ TEST_CASE("quiet_host is true or false, on by default") {
   CHECK(defaults::quiet_host);
   CHECK_FALSE(load_config(write("quiet-off.toml", "[evaluator]\nquiet_host = false\n"))
                   .evaluator.quiet_host);
-  CHECK(load_config(write("quiet-on.toml", "[evaluator]\nquiet_host = true\n")).evaluator.quiet_host);
+  CHECK(
+      load_config(write("quiet-on.toml", "[evaluator]\nquiet_host = true\n")).evaluator.quiet_host);
   auto path = write("quiet-str.toml", "[evaluator]\nquiet_host = \"yes\"\n");
   CHECK(error_of(path)
         == path + ":2:14: [evaluator] quiet_host must be true or false, not a string");
@@ -296,8 +297,7 @@ TEST_CASE("timer_cores is an integer from 0 (no pinning) to 64") {
   path = write("timer-big.toml", "[evaluator]\ntimer_cores = 65\n");
   CHECK(error_of(path) == path + ":2:15: [evaluator] timer_cores must be between 0 and 64");
   path = write("timer-float.toml", "[evaluator]\ntimer_cores = 1.5\n");
-  CHECK(error_of(path)
-        == path + ":2:15: [evaluator] timer_cores must be an integer, not a float");
+  CHECK(error_of(path) == path + ":2:15: [evaluator] timer_cores must be an integer, not a float");
 }
 
 TEST_CASE("device_lock_wait_s is seconds from 0 (do not wait) to a week, with its place") {

@@ -125,7 +125,8 @@ TEST_CASE("quiet host: timer cores come from the top of kiln's cores, one disjoi
   CHECK(p.rest == std::vector<int>{0});
 }
 
-TEST_CASE("quiet host: pinning is off when the rest would keep fewer than half the cores, or nothing asks") {
+TEST_CASE("quiet host: pinning is off when the rest would keep fewer than half the cores, or "
+          "nothing asks") {
   auto p = kiln::plan_cores({0, 1}, 1, 2);
   CHECK_FALSE(p.pinning);
   CHECK(p.rest == std::vector<int>{0, 1});
@@ -139,7 +140,8 @@ TEST_CASE("quiet host: pinning is off when the rest would keep fewer than half t
   CHECK_FALSE(kiln::plan_cores({}, 1, 1).pinning);
 }
 
-TEST_CASE("quiet host: a window freezes every other group kiln started and lets the timed one run") {
+TEST_CASE(
+    "quiet host: a window freezes every other group kiln started and lets the timed one run") {
   configure_plain(by_cgroup());
   auto timed = busy(process_role::runner);
   auto build = busy(process_role::compile);
@@ -165,7 +167,8 @@ TEST_CASE("quiet host: a window freezes every other group kiln started and lets 
   CHECK(kiln::frozen_seconds(timed.pid()) == 0);
 }
 
-TEST_CASE("quiet host: overlapping windows: a group is frozen while a window is open and none times it") {
+TEST_CASE(
+    "quiet host: overlapping windows: a group is frozen while a window is open and none times it") {
   configure_plain(by_cgroup());
   auto a = busy(process_role::runner);
   auto b = busy(process_role::runner);
@@ -264,7 +267,8 @@ TEST_CASE("quiet host: time spent frozen does not count against a child's timeou
   CHECK(end.wall_ms > 2400); // ~1.5 s frozen + 1 s of its own
 }
 
-TEST_CASE("quiet host: the timed runner runs on its GPU's timer cores, the rest of kiln's children off them") {
+TEST_CASE("quiet host: the timed runner runs on its GPU's timer cores, the rest of kiln's children "
+          "off them") {
   kiln::quiet_host_settings s;
   s.freeze = true;
   s.timer_cores = 1;
