@@ -434,6 +434,40 @@ std::string own_cgroup_dir() {
   return {};
 }
 
+/// Removes what dead kiln processes left under `dir` (kiln-quiet-<pid> whose pid is gone): the
+/// watchdog gives up on a cgroup an orphan still held, which is empty by now. One that still
+/// holds a process stays.
+void sweep_dead_bases(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr)
+    return;
+  std::vector<std::string> dead;
+  const std::string prefix = "kiln-quiet-";
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()
+        || name.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
+      continue;
+    const pid_t pid = static_cast<pid_t>(std::atol(name.c_str() + prefix.size()));
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH)
+      dead.push_back(dir + "/" + name);
+  }
+  ::closedir(d);
+  for (const auto& base : dead) {
+    if (DIR* b = ::opendir(base.c_str())) {
+      std::vector<std::string> groups;
+      while (dirent* e = ::readdir(b))
+        if (e->d_name[0] == 'g' && e->d_type == DT_DIR)
+          groups.push_back(base + "/" + e->d_name);
+      ::closedir(b);
+      for (const auto& g : groups)
+        ::rmdir(g.c_str());
+    }
+    if (::rmdir(base.c_str()) == 0)
+      spdlog::debug("quiet host: removed {}, left by a kiln that has ended", base);
+  }
+}
+
 // -- state ---------------------------------------------------------------------------------------
 
 struct group_entry {
@@ -578,6 +612,7 @@ void choose_method_locked(host_state& h) {
   int base_fd = -1;
   std::string dir = own_cgroup_dir();
   if (!dir.empty() && ::access((dir + "/cgroup.procs").c_str(), W_OK) == 0) {
+    sweep_dead_bases(dir);
     std::string base = dir + "/kiln-quiet-" + std::to_string(::getpid());
     if ((::mkdir(base.c_str(), 0755) == 0 || errno == EEXIST)
         && ::access((base + "/cgroup.freeze").c_str(), W_OK) == 0) {
@@ -991,7 +1026,8 @@ std::string foreign_load_note(const foreign_load_info& info) {
   const bool cpu = gpu_index(info.device) < 0;
   const double limit = cpu ? defaults::foreign_load_cpu_cores
                            : defaults::foreign_load_per_timer_core * std::max(1, info.timer_cores);
-  if (info.seconds <= 0 || info.other_cores < limit)
+  // Shorter than a few clock ticks of /proc/stat, the figure is rounding, not load.
+  if (info.seconds < 0.05 || info.other_cores < limit)
     return {};
   char buf[256];
   std::snprintf(buf, sizeof buf,
