@@ -508,7 +508,8 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
         r.proc.error = child.error();
       } else {
         ctx.on_start(child.pid());
-        const double left = std::max(1e-3, timeout_s - ms_since(start) / 1000);
+        const double left =
+            timeout_s > 0 ? std::max(1e-3, timeout_s - ms_since(start) / 1000) : 0.0;
         r.proc = child.wait(left, opts.kill_grace_s);
       }
       r.proc.wall_ms = ms_since(start);
