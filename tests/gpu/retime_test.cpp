@@ -166,3 +166,23 @@ TEST_CASE_METHOD(retime_fixture, "re-timing keeps the host quiet: a bystander bu
   CHECK(kiln::frozen_seconds(build.pid()) > 0);
   CHECK_FALSE(kiln::group_frozen(build.pid()));
 }
+
+TEST_CASE_METHOD(retime_fixture, "a baseline's reference timing keeps the host quiet for its "
+                                 "whole run") {
+  kiln::quiet_host_settings q;
+  q.gpus = 0;
+  kiln::configure_quiet_host(q);
+  kiln::process_options o;
+  o.argv = {"/bin/sh", "-c", "while :; do :; done"};
+  o.env = {"PATH=/usr/bin:/bin"};
+  o.timeout_s = 0;
+  o.role = kiln::process_role::compile;
+  auto build = kiln::start_process(o);
+  REQUIRE(build.running());
+  kiln::evaluation_engine engine{s};
+  auto r = engine.time_reference(task_from(mlp_task), "");
+  INFO(r.reason);
+  REQUIRE(r.ok);
+  CHECK(kiln::frozen_seconds(build.pid()) > 0);
+  CHECK_FALSE(kiln::group_frozen(build.pid()));
+}
