@@ -187,7 +187,8 @@ std::vector<int> own_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
   std::vector<int> out;
-  if (::sched_getaffinity(0, sizeof set, &set) != 0)
+  // The main thread's (its tid is the pid): a worker thread may have been pinned by a library.
+  if (::sched_getaffinity(::getpid(), sizeof set, &set) != 0)
     return out;
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &set))
