@@ -8,7 +8,17 @@
 // runs on cores of its own, and the window measures how busy the rest of the host was.
 //
 // Every process group that gpu/process.cpp starts is registered here with its role and removed
-// when it is reaped. All functions are safe to call from any thread.
+// when it ends (just before its leader is reaped, so that a reused pid is never signalled). All
+// functions are safe to call from any thread.
+//
+// A timing path opens a window once it may time, with the runner's pid (runner_context::on_start
+// tells it; the pid is the group id), and closes it when the runner has ended:
+//
+//   configure_quiet_host(quiet_host_settings_from(cfg));          // once, cheap when repeated
+//   std::optional<quiet_window> quiet;
+//   ... at the gate's go: quiet.emplace(std::vector<pid_t>{pid}, settings.device);
+//   ... a second runner timed alternately: quiet->add(other_pid);
+//   ... once run_runner has returned: quiet->close(); notes.push_back(quiet->note()) if any
 
 #include <cstdint>
 #include <memory>
