@@ -62,6 +62,10 @@ struct evaluator_config {
   int64_t retime_top = defaults::retime_top;
   /// Seconds to wait for another kiln process to let go of a device (gpu/device_lock.hpp).
   double device_lock_wait_s = defaults::device_lock_wait_s;
+  /// Freeze kiln's other children while a runner is timed (gpu/quiet_host.hpp).
+  bool quiet_host = defaults::quiet_host;
+  /// Cores of each GPU's timed runner (0 = no pinning).
+  int64_t timer_cores = defaults::timer_cores;
 };
 
 struct llm_profile_config {

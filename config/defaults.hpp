@@ -80,6 +80,22 @@ inline constexpr int64_t retime_top = 3;
 /// before it gives up: long enough for a `kiln eval` or a baseline beside it to finish, short
 /// enough that a run queued behind someone's overnight run fails within minutes, not hours.
 inline constexpr double device_lock_wait_s = 600;
+/// While a runner is timed, freeze kiln's other runners and compile workers of the host
+/// (gpu/quiet_host.hpp).
+inline constexpr bool quiet_host = true;
+/// Cores of each GPU's timed runner, which nothing else of kiln's runs on (0 = no pinning). Two:
+/// one for the Python thread that launches the kernels, one for what runs beside it (the CUDA
+/// driver's and torch's helper threads, the garbage collector), so neither waits for the other.
+inline constexpr int64_t timer_cores = 2;
+/// A window open longer than this thaws kiln's other processes by itself (not a config key): a
+/// hung timing must not starve the builds. Far above a timing's own budget (max_timing_s,
+/// PIKE's 6 s of do_bench) plus a cold runner's start.
+inline constexpr double quiet_max_freeze_s = 120;
+/// Foreign load worth a note (not config keys): processes that are not kiln's used on average
+/// at least this many cores per timer core of a GPU timing (at least one core)...
+inline constexpr double foreign_load_per_timer_core = 1.0;
+/// ...or this many cores during a CPU timing, whose threads share every core with them.
+inline constexpr double foreign_load_cpu_cores = 0.5;
 
 // [llm.<name>]
 /// The profile a config without any [llm.*] or [agents.*] gets, and its provider: offline.

@@ -442,7 +442,9 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
              "retime_rounds",
              "retime_top",
              "borderline_trials",
-             "device_lock_wait_s"}};
+             "device_lock_wait_s",
+             "quiet_host",
+             "timer_cores"}};
   if (auto* n = t.get("devices"))
     read_devices(s, *n, ev.devices);
   // A bare name such as `python3` is looked up on PATH; only a path is tied to the config's dir.
@@ -476,6 +478,13 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
   s.integer("retime_top", ev.retime_top, between(1, 100));
   s.integer("borderline_trials", ev.borderline_trials, between(0, 100));
   s.number("device_lock_wait_s", ev.device_lock_wait_s, between(0, 604800));
+  if (auto* n = t.get("quiet_host")) {
+    if (auto* b = n->as_boolean())
+      ev.quiet_host = b->get();
+    else
+      s.wrong_type("quiet_host", *n, "true or false");
+  }
+  s.integer("timer_cores", ev.timer_cores, between(0, 64));
 }
 
 /// Calls `f(name, table)` for each `[<kind>.<name>]`; reports what is not a table or not a

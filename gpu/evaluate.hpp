@@ -44,6 +44,8 @@ struct reference_timing {
   bool available = true; ///< false: this mode cannot run here (no torch.compile); see reason
   std::string reason;    ///< why not ok
   timing_stats stats;
+  /// What may have disturbed the timing (a busy host, gpu/quiet_host.hpp); empty: nothing.
+  std::vector<std::string> notes;
 };
 
 /// Runs the reference and the candidate in separate fresh processes, compares their outputs

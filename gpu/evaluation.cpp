@@ -30,6 +30,7 @@
 #include "gpu/compare.hpp"
 #include "gpu/judge.hpp"
 #include "gpu/nvml.hpp"
+#include "gpu/quiet_host.hpp"
 #include "gpu/scan.hpp"
 #include "gpu/timing.hpp"
 
@@ -180,6 +181,7 @@ verdict evaluation::run() {
 
 void evaluation::setup() {
   engine_.attach(ctx_);
+  configure_quiet_host(quiet_host_settings_from(cfg_));
   if (!map_device(engine_.settings_.device, ctx_.visible_devices, ctx_.runner_device))
     throw std::runtime_error("unknown device " + engine_.settings_.device);
   ctx_.scratch = make_scratch(engine_.settings_.work_dir, engine_.counter_);
@@ -303,7 +305,16 @@ bool evaluation::reference() {
       return false;
     }
     clock_sampler clocks{engine_.settings_.device};
-    ref_ = run_runner(ctx_, ref_job_, timeout_s_);
+    {
+      // Timed as it runs: quiet from its start to its end.
+      std::optional<quiet_window> quiet;
+      runner_context timed = ctx_;
+      timed.on_start = [&](pid_t pid) {
+        quiet.emplace(std::vector<pid_t>{pid}, engine_.settings_.device);
+      };
+      ref_ = run_runner(timed, ref_job_, timeout_s_);
+      quiet_note(quiet);
+    }
     clocks.stop();
     hold_.release();
     engine_.references_timed_ += 1;
@@ -319,6 +330,15 @@ bool evaluation::reference() {
   spdlog::debug("evaluator {}: reference trials done ({})", engine_.settings_.device, ref_.phases);
   keep_reference_outputs();
   return true;
+}
+
+void evaluation::quiet_note(std::optional<quiet_window>& quiet) {
+  if (!quiet)
+    return;
+  quiet->close();
+  if (auto note = quiet->note(); !note.empty())
+    v_.notes.push_back("timing: " + note);
+  quiet.reset();
 }
 
 std::string evaluation::ref_run_dir() const {
@@ -398,6 +418,11 @@ std::string evaluation::at_candidate_gate(const gate_call& c) {
     }
     window_clocks_ = std::make_unique<clock_sampler>(engine_.settings_.device);
     window_start_ = steady::now();
+    // Nothing else kiln owns runs on this host from here until both runners have ended.
+    std::vector<pid_t> timed{c.pid};
+    if (ref_run_ && ref_run_->pid() > 0)
+      timed.push_back(ref_run_->pid());
+    quiet_.emplace(timed, engine_.settings_.device);
     if (!ref_channel_)
       return "time";
     // R C, C R, R C, ...: a slow drift of the device over the window favours neither.
@@ -439,14 +464,18 @@ bool evaluation::candidate() {
   // device while the parent compares, then takes it whole for the timing and the re-check
   // after it. Without the pool (or in PIKE mode) the candidate has it whole from the start.
   cand_job_.gate = ctx_.pool != nullptr && !pike_;
+  runner_context cand_ctx = ctx_;
   if (cand_job_.gate) {
     hold_.shared();
   } else {
     hold_.exclusive();
     window_clocks_ = std::make_unique<clock_sampler>(engine_.settings_.device);
     window_start_ = steady::now();
+    cand_ctx.on_start = [this](pid_t pid) {
+      quiet_.emplace(std::vector<pid_t>{pid}, engine_.settings_.device);
+    };
   }
-  cand_ = run_runner(ctx_, cand_job_, timeout_s_,
+  cand_ = run_runner(cand_ctx, cand_job_, timeout_s_,
                      gate_fn{[this](const gate_call& c) { return at_candidate_gate(c); }});
   if (window_clocks_)
     window_clocks_->stop();
@@ -458,6 +487,7 @@ bool evaluation::candidate() {
     std::error_code ec;
     fs::remove_all(ref_.dir, ec); // what is left of the reference runner's folder
   }
+  quiet_note(quiet_);
   hold_.release();
   spdlog::debug("evaluator {}: candidate runner {:.0f} ms ({})", engine_.settings_.device,
                 cand_.proc.wall_ms, cand_.phases);

@@ -12,6 +12,7 @@
 #include "gpu/evaluate.hpp"
 #include "gpu/file_bytes.hpp"
 #include "gpu/nvml.hpp"
+#include "gpu/quiet_host.hpp"
 #include "gpu/runner.hpp"
 
 namespace kiln {
@@ -48,6 +49,8 @@ private:
   std::string samples_problem(const runner_report& r) const;
   void keep_reference_outputs();
   void update_reference_cache();
+  /// Closes `quiet` and puts its foreign-load note, if any, into the verdict.
+  void quiet_note(std::optional<quiet_window>& quiet);
   std::string ref_run_dir() const;
   verdict finish(verdict_status status, std::string code, std::string reason);
   verdict unhealthy();
@@ -93,6 +96,7 @@ private:
   bool unhealthy_at_gate_ = false;
   bool ref_broke_ = false;
   std::unique_ptr<clock_sampler> window_clocks_;
+  std::optional<quiet_window> quiet_; ///< open from the candidate's go until both runners end
   steady::time_point window_start_ = steady::now();
   double window_ms_ = 0;
 };

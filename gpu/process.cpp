@@ -23,6 +23,7 @@
 #include <optional>
 #include <utility>
 
+#include "gpu/quiet_host.hpp"
 #include "gpu/sandbox.hpp"
 
 // How a child runs (see process.hpp for the contract):
@@ -196,6 +197,8 @@ struct child_plan {
   bool limit_memory = false;
   struct rlimit memory {};
   int nice = 0;
+  bool confine = false; ///< set the CPU affinity to `cores` (the cores no timer uses)
+  cpu_set_t cores{};
   int max_fd = 1024;
   const sandbox_plan* sandbox = nullptr;
   bool init = false;  ///< stay as init of the new PID namespace and fork the program
@@ -317,6 +320,10 @@ bool parent_gone(const child_plan& plan) {
 
   if (::setpgid(0, 0) != 0)
     child_fail(plan, child_stage::process_group);
+  // Before anything can start a thread or a process: all of them inherit it. A failure (a core
+  // gone offline) leaves the daemon's cores, which only costs quiet.
+  if (plan.confine)
+    ::sched_setaffinity(0, sizeof plan.cores, &plan.cores);
   // Dies with the thread that forked it: callers fork from threads that live as long as the
   // children they own (run_process blocks its thread; the runner pool belongs to the engine's
   // thread). If the parent died before prctl, nobody would send the signal: check right after.
@@ -350,6 +357,9 @@ bool parent_gone(const child_plan& plan) {
 bool wait_exited(pid_t pid, int pidfd, std::optional<clock_type::time_point> deadline,
                  int watch_fd = -1, const std::function<bool()>* on_readable = nullptr) {
   long nap_ns = 1'000'000;
+  // Time the group spends frozen while another runner is timed is not its own: it moves the
+  // deadline, as the parent's time at the gate does.
+  double frozen_seen = frozen_seconds(pid);
   for (;;) {
     siginfo_t info{};
     int rc = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
@@ -359,6 +369,11 @@ bool wait_exited(pid_t pid, int pidfd, std::optional<clock_type::time_point> dea
       return true; // already reaped behind our back (SIGCHLD set to SIG_IGN): it is gone
     int wait_ms = -1;
     if (deadline) {
+      if (double frozen = frozen_seconds(pid); frozen > frozen_seen) {
+        *deadline += std::chrono::duration_cast<clock_type::duration>(
+            std::chrono::duration<double>(frozen - frozen_seen));
+        frozen_seen = frozen;
+      }
       auto left = *deadline - clock_type::now();
       if (left <= clock_type::duration::zero())
         return false;
@@ -527,6 +542,9 @@ process_result child_process::finish(bool timed_out, clock_type::time_point sinc
   process_result res;
   res.started = true;
   res.timed_out = timed_out;
+  // Out of the quiet host's books before the kill and the reaping: after the reaping its pid
+  // (the group id) may belong to someone else, who must never be stopped or continued.
+  unregister_group(pid_);
   // Whether the leader exited by itself or not, nothing of its group may outlive the call. The
   // leader is still unreaped here, which keeps the group id from being reused by someone else.
   ::kill(-pid_, SIGKILL);
@@ -667,6 +685,13 @@ child_process start_process(const process_options& opts) {
         current.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, current.rlim_max);
   }
   plan.nice = opts.nice;
+  if (auto cores = spawn_cores(opts.role); !cores.empty()) {
+    plan.confine = true;
+    CPU_ZERO(&plan.cores);
+    for (int c : cores)
+      if (c >= 0 && c < CPU_SETSIZE)
+        CPU_SET(c, &plan.cores);
+  }
   long open_max = ::sysconf(_SC_OPEN_MAX);
   plan.max_fd = static_cast<int>(std::clamp<long>(open_max, 1024, 65536));
   if (opts.sandbox != nullptr)
@@ -725,6 +750,7 @@ child_process start_process(const process_options& opts) {
   // execve succeeded, so the child is its own group leader by now: the group id is its pid.
   child.pid_ = pid;
   child.status_fd_ = status_read.release();
+  register_group(pid, opts.role);
 #ifdef SYS_pidfd_open
   child.pidfd_ = raise_fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
 #endif

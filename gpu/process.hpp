@@ -15,6 +15,11 @@ namespace kiln {
 
 struct sandbox_policy;
 
+/// What a child of kiln is for (gpu/quiet_host.hpp keeps a registry of them): a runner that may
+/// be timed, a compile worker, or anything else kiln starts. Every group that is not timed is
+/// frozen alike while a timing runs; the role is for logs and tests.
+enum class process_role { runner, compile, other };
+
 struct process_options {
   std::vector<std::string> argv; ///< argv[0] is the program (absolute path or found on PATH)
   std::vector<std::string> env;  ///< the complete environment (`KEY=value`); nothing is inherited
@@ -34,6 +39,10 @@ struct process_options {
   /// child is a small init that runs the program as its only child and reports how it ended,
   /// so that when it ends the kernel kills everything the program left behind.
   const sandbox_policy* sandbox = nullptr;
+  /// Registered with the quiet host under this role for as long as it lives; it starts confined
+  /// to the cores no timer uses (gpu/quiet_host.hpp), and its timeout does not count the time
+  /// it spends frozen while another runner is timed.
+  process_role role = process_role::other;
 };
 
 struct process_result {

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
 #include "gpu/nvml.hpp"
+#include "gpu/quiet_host.hpp"
 #include "gpu/runner.hpp"
 #include "gpu/timing.hpp"
 
@@ -78,8 +80,20 @@ reference_timing evaluation_engine::time_reference(const task_spec& task,
     device_hold hold{settings_.share->lock};
     hold.exclusive();
     clock_sampler clocks{settings_.device};
+    // The whole run is timed (no gate): the host stays quiet from its start to its end.
+    configure_quiet_host(quiet_host_settings_from(cfg));
+    std::optional<quiet_window> quiet;
+    ctx.on_start = [&](pid_t pid) { quiet.emplace(std::vector<pid_t>{pid}, settings_.device); };
     auto r = run_runner(ctx, job, timeout_s);
     clocks.stop();
+    if (quiet) {
+      quiet->close();
+      if (auto note = quiet->note(); !note.empty()) {
+        spdlog::warn("evaluator {}: reference of {}: {}", settings_.device, task.name, note);
+        out.notes.push_back(note);
+      }
+      quiet.reset();
+    }
     if (auto f = judge_process(r, timeout_s); !f.reason.empty()) {
       out.reason = f.reason;
       return out;

@@ -16,11 +16,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include <spdlog/spdlog.h>
 
 #include "gpu/nvml.hpp"
+#include "gpu/quiet_host.hpp"
 #include "gpu/runner.hpp"
 #include "gpu/timing.hpp"
 
@@ -108,6 +110,7 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
     std::vector<std::vector<int32_t>> sm(n + 1);
     std::vector<std::vector<int32_t>> mem(n + 1);
     std::vector<bool> failed(n + 1, false);
+    configure_quiet_host(quiet_host_settings_from(cfg));
     for (int round = 0; round < rounds; ++round) {
       for (size_t e : interleaved_order(n + 1, round)) {
         if (failed[e])
@@ -136,6 +139,15 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
           hold.exclusive();
         bool asked = false;
         bool unhealthy = false;
+        // Quiet from the gate's go (a gated runner) or from the start (the whole run is timed)
+        // until the runner has ended.
+        std::optional<quiet_window> quiet;
+        pid_t runner_pid = -1;
+        ctx.on_start = [&](pid_t pid) {
+          runner_pid = pid;
+          if (!gated)
+            quiet.emplace(std::vector<pid_t>{pid}, settings_.device);
+        };
         clock_sampler clocks{settings_.device};
         auto rep = run_runner(ctx, j, cfg.timeout_s, [&](const std::string&) {
           if (asked)
@@ -143,9 +155,20 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
           asked = true;
           // Another lane's health check may have failed while this runner waited for the device.
           unhealthy = !hold_for_timing(hold);
+          if (!unhealthy && runner_pid > 0)
+            quiet.emplace(std::vector<pid_t>{runner_pid}, settings_.device);
           return !unhealthy;
         });
         clocks.stop();
+        ctx.on_start = nullptr;
+        if (quiet) {
+          quiet->close();
+          if (auto note = quiet->note(); !note.empty())
+            spdlog::warn(
+                "evaluator {}: re-timing {}: {} in round {}: {}", settings_.device, job.task.name,
+                e == 0 ? std::string{"reference"} : job.candidate_ids[e - 1], round + 1, note);
+          quiet.reset();
+        }
         hold.release();
         if (unhealthy) {
           r.error = "device " + settings_.device + " is unhealthy: " + health_problem();

@@ -501,6 +501,8 @@ std::unique_ptr<runner_process> hand_over(const runner_context& ctx, runner_job&
   r.stderr_path = runner->stderr_path();
   spdlog::debug("evaluator {}: {} runner {} ({}) in {}", ctx.settings.device, shared.mode,
                 runner->pid(), runner->warm() ? "warm" : "cold", r.dir);
+  if (ctx.on_start)
+    ctx.on_start(runner->pid());
   return runner;
 }
 
@@ -588,8 +590,24 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
     opts.timeout_s = timeout_s;
     opts.nice = ctx.settings.nice;
     opts.sandbox = &policy;
+    opts.role = job.mode == "compile" ? process_role::compile : process_role::runner;
     spdlog::debug("evaluator {}: {} runner in {}", ctx.settings.device, job.mode, job.dir);
-    r.proc = run_process(opts);
+    if (!ctx.on_start) {
+      r.proc = run_process(opts);
+    } else {
+      // run_process, with the pid told in between.
+      const auto start = steady::now();
+      child_process child = start_process(opts);
+      if (!child.running()) {
+        r.proc.error = child.error();
+      } else {
+        ctx.on_start(child.pid());
+        const double left =
+            timeout_s > 0 ? std::max(1e-3, timeout_s - ms_since(start) / 1000) : 0.0;
+        r.proc = child.wait(left, opts.kill_grace_s);
+      }
+      r.proc.wall_ms = ms_since(start);
+    }
   }
   after_run(ctx, shared, r);
   return r;

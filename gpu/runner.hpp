@@ -189,6 +189,10 @@ struct runner_context {
   runner_pool* pool = nullptr;
   /// Told when a runner ends badly; null: nobody keeps track.
   device_health* health = nullptr;
+  /// Called with the runner's pid (its process group) once it runs: a pooled one when it is
+  /// taken, a cold one right after its start. Timing paths open a quiet_window with it
+  /// (gpu/quiet_host.hpp); empty: nobody asks.
+  std::function<void(pid_t)> on_start = nullptr;
 };
 
 /// job.json for `j`, with the timing settings of `cfg`.

@@ -10,9 +10,12 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <system_error>
 
 #include <spdlog/spdlog.h>
+
+#include "gpu/quiet_host.hpp"
 
 namespace kiln {
 
@@ -158,6 +161,7 @@ std::unique_ptr<runner_process> runner_pool::spawn(bool warm, std::string& error
   opts.stderr_path = r->stderr_path();
   opts.stdin_fd = pair[1];
   opts.sandbox = &policy;
+  opts.role = process_role::runner;
   r->child_ = start_process(opts);
   ::close(pair[1]);
   if (!r->child_.running()) {
@@ -182,7 +186,15 @@ void runner_pool::wait_quiet() {
   auto deadline = clock::now()
                   + std::chrono::duration_cast<clock::duration>(
                       std::chrono::duration<double>(std::max(0.0, launch_.ready_timeout_s)));
+  // Time a runner spends frozen by the quiet host while another is timed does not count.
+  std::map<pid_t, double> frozen_at_start;
+  for (const auto& r : idle_)
+    frozen_at_start[r->pid()] = frozen_seconds(r->pid());
+  double frozen_extra = 0;
   for (;;) {
+    for (const auto& r : idle_)
+      if (auto it = frozen_at_start.find(r->pid()); it != frozen_at_start.end())
+        frozen_extra = std::max(frozen_extra, frozen_seconds(r->pid()) - it->second);
     std::vector<pollfd> waiting;
     for (auto it = idle_.begin(); it != idle_.end();) {
       auto& r = *it;
@@ -198,7 +210,8 @@ void runner_pool::wait_quiet() {
     }
     if (waiting.empty())
       return;
-    auto left = std::chrono::duration<double, std::milli>(deadline - clock::now()).count();
+    auto left = std::chrono::duration<double, std::milli>(deadline - clock::now()).count()
+                + frozen_extra * 1000;
     if (left <= 0) {
       for (auto it = idle_.begin(); it != idle_.end();) {
         if ((*it)->ready_) {

@@ -109,6 +109,8 @@ TEST_CASE("reference.toml loads and documents exactly the defaults") {
   CHECK(e.target_ci == de.target_ci);
   CHECK(e.mode == de.mode);
   CHECK(e.device_lock_wait_s == de.device_lock_wait_s);
+  CHECK(e.quiet_host == de.quiet_host);
+  CHECK(e.timer_cores == de.timer_cores);
 
   REQUIRE(cfg.llm.size() == 1);
   const llm_profile_config dp;
@@ -267,6 +269,35 @@ TEST_CASE("a value out of range names its bounds") {
 
   path = write("range-seed.toml", "[run]\nseed = -1\n");
   CHECK(error_of(path) == path + ":2:8: [run] seed must be >= 0");
+}
+
+TEST_CASE("quiet_host is true or false, on by default") {
+  CHECK(load_config(write("quiet-none.toml", "")).evaluator.quiet_host == defaults::quiet_host);
+  CHECK(defaults::quiet_host);
+  CHECK_FALSE(load_config(write("quiet-off.toml", "[evaluator]\nquiet_host = false\n"))
+                  .evaluator.quiet_host);
+  CHECK(
+      load_config(write("quiet-on.toml", "[evaluator]\nquiet_host = true\n")).evaluator.quiet_host);
+  auto path = write("quiet-str.toml", "[evaluator]\nquiet_host = \"yes\"\n");
+  CHECK(error_of(path)
+        == path + ":2:14: [evaluator] quiet_host must be true or false, not a string");
+  path = write("quiet-int.toml", "[evaluator]\nquiet_host = 1\n");
+  CHECK(error_of(path)
+        == path + ":2:14: [evaluator] quiet_host must be true or false, not an integer");
+}
+
+TEST_CASE("timer_cores is an integer from 0 (no pinning) to 64") {
+  CHECK(load_config(write("timer-none.toml", "")).evaluator.timer_cores == defaults::timer_cores);
+  CHECK(load_config(write("timer-0.toml", "[evaluator]\ntimer_cores = 0\n")).evaluator.timer_cores
+        == 0);
+  CHECK(load_config(write("timer-4.toml", "[evaluator]\ntimer_cores = 4\n")).evaluator.timer_cores
+        == 4);
+  auto path = write("timer-neg.toml", "[evaluator]\ntimer_cores = -1\n");
+  CHECK(error_of(path) == path + ":2:15: [evaluator] timer_cores must be between 0 and 64");
+  path = write("timer-big.toml", "[evaluator]\ntimer_cores = 65\n");
+  CHECK(error_of(path) == path + ":2:15: [evaluator] timer_cores must be between 0 and 64");
+  path = write("timer-float.toml", "[evaluator]\ntimer_cores = 1.5\n");
+  CHECK(error_of(path) == path + ":2:15: [evaluator] timer_cores must be an integer, not a float");
 }
 
 TEST_CASE("device_lock_wait_s is seconds from 0 (do not wait) to a week, with its place") {

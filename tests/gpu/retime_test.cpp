@@ -12,6 +12,7 @@
 #include "gpu/device_share.hpp"
 #include "gpu/evaluate.hpp"
 #include "gpu/python.hpp"
+#include "gpu/quiet_host.hpp"
 
 namespace fs = std::filesystem;
 
@@ -137,4 +138,51 @@ TEST_CASE_METHOD(retime_fixture, "a re-timing job whose ids and codes disagree i
   auto r = engine.retime(job, 1);
   CHECK(r.error == "retime job with 2 candidate ids but 1 codes");
   CHECK(r.speedups.size() == 2);
+}
+
+TEST_CASE_METHOD(retime_fixture, "re-timing keeps the host quiet: a bystander build is frozen "
+                                 "while a runner is timed, and runs again after") {
+  kiln::quiet_host_settings q;
+  q.gpus = 0;
+  kiln::configure_quiet_host(q);
+  kiln::process_options o;
+  o.argv = {"/bin/sh", "-c", "while :; do :; done"};
+  o.env = {"PATH=/usr/bin:/bin"};
+  o.timeout_s = 0;
+  o.role = kiln::process_role::compile;
+  auto build = kiln::start_process(o);
+  REQUIRE(build.running());
+  kiln::evaluation_engine engine{s};
+  kiln::retime_job job;
+  job.task = task_from(mlp_task);
+  job.candidate_ids = {"1_MLP#good"};
+  job.codes = {candidate("mlp_good.py")};
+  job.rounds = 1;
+  auto r = engine.retime(job, 5);
+  INFO(r.error);
+  REQUIRE(r.error.empty());
+  CHECK(r.speedups[0] > 0);
+  // Frozen for the two timings (from each gate's go to the runner's end), and not any more.
+  CHECK(kiln::frozen_seconds(build.pid()) > 0);
+  CHECK_FALSE(kiln::group_frozen(build.pid()));
+}
+
+TEST_CASE_METHOD(retime_fixture, "a baseline's reference timing keeps the host quiet for its "
+                                 "whole run") {
+  kiln::quiet_host_settings q;
+  q.gpus = 0;
+  kiln::configure_quiet_host(q);
+  kiln::process_options o;
+  o.argv = {"/bin/sh", "-c", "while :; do :; done"};
+  o.env = {"PATH=/usr/bin:/bin"};
+  o.timeout_s = 0;
+  o.role = kiln::process_role::compile;
+  auto build = kiln::start_process(o);
+  REQUIRE(build.running());
+  kiln::evaluation_engine engine{s};
+  auto r = engine.time_reference(task_from(mlp_task), "");
+  INFO(r.reason);
+  REQUIRE(r.ok);
+  CHECK(kiln::frozen_seconds(build.pid()) > 0);
+  CHECK_FALSE(kiln::group_frozen(build.pid()));
 }
