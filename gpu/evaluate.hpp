@@ -43,7 +43,8 @@ struct reference_timing {
   bool ok = false;
   bool available = true; ///< false: this mode cannot run here (no torch.compile); see reason
   std::string reason;    ///< why not ok
-  timing_stats stats;
+  timing_stats stats;    ///< per call
+  timing_stats steady;   ///< the steady-state figure (n = 0 where there is none)
   /// What may have disturbed the timing (a busy host, gpu/quiet_host.hpp); empty: nothing.
   std::vector<std::string> notes;
 };

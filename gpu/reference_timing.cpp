@@ -108,6 +108,7 @@ reference_timing evaluation_engine::time_reference(const task_spec& task,
         return out;
       }
     out.stats = with_clocks(summarize(r.samples_ms), clocks, r.timing_wall_ms);
+    out.steady = with_clocks(summarize(pooled(steady_blocks(r.blocks))), clocks, r.timing_wall_ms);
     out.ok = true;
     if (compile_mode.empty())
       store_reference(ref_key, out.stats);

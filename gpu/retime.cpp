@@ -191,7 +191,12 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
                        settings_.device, job.task.name, job.candidate_ids[e - 1], round + 1,
                        problem);
         } else {
-          samples[e].push_back(rep.samples_ms);
+          // The statistic that drives the search drives the re-timing too; a runner whose
+          // batches gave no steady figure falls back to its per-call samples.
+          auto steady = pooled(steady_blocks(rep.blocks));
+          samples[e].push_back(!pike && cfg.timing_statistic == "steady" && !steady.empty()
+                                   ? std::move(steady)
+                                   : rep.samples_ms);
           auto c = clocks.last(rep.timing_wall_ms);
           if (c.sm_mhz > 0) {
             sm[e].push_back(c.sm_mhz);

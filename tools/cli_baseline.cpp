@@ -48,7 +48,10 @@ std::string timing_json(const reference_timing& t) {
   } else if (!t.ok) {
     o << "{\"available\": true, \"error\": " << json_quote(t.reason) << "}";
   } else {
-    o << timing_stats_json(t.stats);
+    // The per-call figures at the top (as before the steady-state statistic), that one beside.
+    auto per_call = timing_stats_json(t.stats);
+    per_call.pop_back();
+    o << per_call << ", \"steady\": " << timing_stats_json(t.steady) << "}";
   }
   return o.str();
 }
