@@ -672,24 +672,19 @@ std::string evaluation::samples_problem(const runner_report& r) const {
 }
 
 verdict evaluation::timing() {
-  if (ref_broke_) {
+  // The reference ended inside a block, or gave nothing to pair with: the task's failure.
+  auto broken_reference = [&](const char* plain) {
     auto f = judge_process(ref_, timeout_s_);
-    return reference_failed(ref_,
-                            {f.status,
-                             f.reason.empty() ? "ended while timed beside the candidate"
-                                              : f.reason + " while timed beside the candidate",
-                             "reference_failed"});
-  }
+    return reference_failed(
+        ref_, {f.status, f.reason.empty() ? plain : f.reason + " while timed beside the candidate",
+               "reference_failed"});
+  };
+  if (ref_broke_)
+    return broken_reference("ended while timed beside the candidate");
   if (auto problem = samples_problem(cand_); !problem.empty())
     return finish(vs::rejected, "timing_invalid", "candidate runner " + problem);
-  if (ref_.samples_ms.empty()) {
-    auto f = judge_process(ref_, timeout_s_);
-    return reference_failed(ref_,
-                            {f.status,
-                             f.reason.empty() ? "no timing samples beside the candidate"
-                                              : f.reason + " while timed beside the candidate",
-                             "reference_failed"});
-  }
+  if (ref_.samples_ms.empty())
+    return broken_reference("no timing samples beside the candidate");
   if (auto problem = samples_problem(ref_); !problem.empty())
     return reference_failed(ref_, {vs::runtime_error, problem, "reference_failed"});
   if (paired_ && !ref_.gate_go)

@@ -13,6 +13,7 @@
 #include "gpu/evaluate.hpp"
 #include "gpu/python.hpp"
 #include "gpu/quiet_host.hpp"
+#include "bystander.hpp"
 
 namespace fs = std::filesystem;
 
@@ -67,6 +68,7 @@ struct retime_fixture {
 } // namespace
 
 TEST_CASE_METHOD(retime_fixture, "re-timing times reference and candidates in every round") {
+  s.cfg.timing_statistic = "per_call"; // samples, not batches, pooled over the rounds
   kiln::evaluation_engine engine{s};
   kiln::retime_job job;
   job.task = task_from(mlp_task);
@@ -142,15 +144,7 @@ TEST_CASE_METHOD(retime_fixture, "a re-timing job whose ids and codes disagree i
 
 TEST_CASE_METHOD(retime_fixture, "re-timing keeps the host quiet: a bystander build is frozen "
                                  "while a runner is timed, and runs again after") {
-  kiln::quiet_host_settings q;
-  q.gpus = 0;
-  kiln::configure_quiet_host(q);
-  kiln::process_options o;
-  o.argv = {"/bin/sh", "-c", "while :; do :; done"};
-  o.env = {"PATH=/usr/bin:/bin"};
-  o.timeout_s = 0;
-  o.role = kiln::process_role::compile;
-  auto build = kiln::start_process(o);
+  auto build = kiln_test::start_bystander_build();
   REQUIRE(build.running());
   kiln::evaluation_engine engine{s};
   kiln::retime_job job;
@@ -169,15 +163,7 @@ TEST_CASE_METHOD(retime_fixture, "re-timing keeps the host quiet: a bystander bu
 
 TEST_CASE_METHOD(retime_fixture, "a baseline's reference timing keeps the host quiet for its "
                                  "whole run") {
-  kiln::quiet_host_settings q;
-  q.gpus = 0;
-  kiln::configure_quiet_host(q);
-  kiln::process_options o;
-  o.argv = {"/bin/sh", "-c", "while :; do :; done"};
-  o.env = {"PATH=/usr/bin:/bin"};
-  o.timeout_s = 0;
-  o.role = kiln::process_role::compile;
-  auto build = kiln::start_process(o);
+  auto build = kiln_test::start_bystander_build();
   REQUIRE(build.running());
   kiln::evaluation_engine engine{s};
   auto r = engine.time_reference(task_from(mlp_task), "");
