@@ -230,13 +230,16 @@ class _Timer:
                            target_ci, time.perf_counter_ns):
                     break
         per_call = sorted(self.samples[first:])[(len(self.samples) - first) // 2]
-        batches, flush_ms = self._steady(per_call, min_ns, max_ns)
+        sampled_ns = time.perf_counter_ns() - t_sampling
+        batches, flush_ms = self._steady(per_call, max(min_ns, sampled_ns), max_ns)
         self.blocks.append({"n": len(self.samples) - first, "batches": batches,
                             "flush_ms": flush_ms})
 
     def _steady(self, per_call_ms, min_ns, max_ns):
         """Batches of back-to-back calls: [[batch ms, calls], ...] and the flush's own time in
-        ms (measured the same way, batch without calls: subtracted by the parent)."""
+        ms (measured the same way, batch without calls: subtracted by the parent). They last at
+        least half of `min_ns`, which the caller makes as long as its per-call sampling took: a
+        steady figure from three batches would be far noisier than the per-call one."""
         import time
 
         torch = self.torch

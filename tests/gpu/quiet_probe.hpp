@@ -119,8 +119,9 @@ inline bool group_is_thawed(int pgid) {
   return true;
 }
 
-/// The process uses the CPU: its ticks grow within `seconds`.
-inline bool advances(int pid, double seconds = 5) {
+/// The process uses the CPU: its ticks grow within `seconds` (generous: a loaded CI host with
+/// two cores may give a busy loop little time, and the wait ends at the first tick).
+inline bool advances(int pid, double seconds = 20) {
   auto first = read_stat(pid);
   if (!first.ok)
     return false;
