@@ -323,11 +323,19 @@ void close_fds(int first, int last) {
       ++n;
     }
   }
+  // SIGCONT again a few times over half a second: seen under load on two cores, a group's
+  // busy orphan now and then stayed stopped after the first (kiln's stop and this continue may
+  // reach it out of order while its parent dies); more continues cost nothing.
+  for (int round = 0; round < 5; ++round) {
+    for (int i = 0; i < n; ++i)
+      if (kinds[i] == wd_signal_frozen)
+        ::kill(-pgids[i], SIGCONT);
+    timespec nap{0, 100'000'000};
+    ::nanosleep(&nap, nullptr);
+  }
   for (int i = 0; i < n; ++i) {
-    if (kinds[i] == wd_signal_frozen) {
-      ::kill(-pgids[i], SIGCONT);
+    if (kinds[i] == wd_signal_frozen)
       continue;
-    }
     char path[64] = {'g'};
     int len = 1 + format_uint(path + 1, static_cast<unsigned>(pgids[i]));
     std::memcpy(path + len, "/cgroup.freeze", 15);
