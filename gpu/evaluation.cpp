@@ -18,7 +18,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -97,18 +96,6 @@ private:
 };
 
 namespace {
-
-double sum_of(const std::vector<double>& xs) {
-  return std::accumulate(xs.begin(), xs.end(), 0.0);
-}
-
-double batches_ms(const std::vector<timing_block>& blocks) {
-  double total = 0;
-  for (const auto& b : blocks)
-    for (const auto& [ms, calls] : b.batches)
-      total += ms;
-  return total;
-}
 
 std::string ms_text(double ms) {
   std::ostringstream o;
@@ -651,26 +638,6 @@ bool evaluation::recheck(std::vector<std::string>& borderline) {
 
 // -- timing --------------------------------------------------------------------------------------
 
-std::string evaluation::samples_problem(const runner_report& r) const {
-  if (r.samples_ms.empty())
-    return "reported no timing samples";
-  for (double s : r.samples_ms)
-    if (!std::isfinite(s) || s <= 0)
-      return "reported an invalid timing sample";
-  for (const auto& b : r.blocks)
-    for (const auto& [ms, calls] : b.batches)
-      if (!std::isfinite(ms) || ms <= 0)
-        return "reported an invalid steady-state batch";
-  // A process cannot have spent more time in calls than it lived (a patched clock or event
-  // would show up here).
-  const double in_process = sum_of(r.samples_ms) + batches_ms(r.blocks);
-  if (in_process > r.proc.wall_ms
-      || (r.timing_wall_ms > 0 && in_process > r.timing_wall_ms * 1.01 + 1.0))
-    return "in-process timings exceed the wall clock: the candidate changed a clock or the "
-           "timing's own records";
-  return {};
-}
-
 verdict evaluation::timing() {
   // The reference ended inside a block, or gave nothing to pair with: the task's failure.
   auto broken_reference = [&](const char* plain) {
@@ -681,11 +648,11 @@ verdict evaluation::timing() {
   };
   if (ref_broke_)
     return broken_reference("ended while timed beside the candidate");
-  if (auto problem = samples_problem(cand_); !problem.empty())
+  if (auto problem = timing_problem(cand_); !problem.empty())
     return finish(vs::rejected, "timing_invalid", "candidate runner " + problem);
   if (ref_.samples_ms.empty())
     return broken_reference("no timing samples beside the candidate");
-  if (auto problem = samples_problem(ref_); !problem.empty())
+  if (auto problem = timing_problem(ref_); !problem.empty())
     return reference_failed(ref_, {vs::runtime_error, problem, "reference_failed"});
   if (paired_ && !ref_.gate_go)
     return reference_failed(

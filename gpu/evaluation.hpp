@@ -46,7 +46,6 @@ private:
   std::string at_candidate_gate(const gate_call& c);
   runner_failure reference_problem(const runner_report& ref, bool ended) const;
   verdict reference_failed(const runner_report& ref, const runner_failure& f);
-  std::string samples_problem(const runner_report& r) const;
   void keep_reference_outputs();
   void update_reference_cache();
   /// Closes `quiet` and puts its foreign-load note, if any, into the verdict.

@@ -4,6 +4,7 @@
 #include "gpu/judge.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -178,6 +179,28 @@ std::pair<std::string, std::string> violation_code(const std::string& violation)
   if (contains(violation, "forward returned"))
     return {"bad_output_type", ": forward must return tensors, or tuples and lists of them"};
   return {"harness_violation", ""};
+}
+
+std::string timing_problem(const runner_report& r) {
+  if (r.samples_ms.empty())
+    return "reported no timing samples";
+  double in_process = 0;
+  for (double s : r.samples_ms) {
+    if (!std::isfinite(s) || s <= 0)
+      return "reported an invalid timing sample";
+    in_process += s;
+  }
+  for (const auto& b : r.blocks)
+    for (const auto& [ms, calls] : b.batches) {
+      if (!std::isfinite(ms) || ms <= 0)
+        return "reported an invalid steady-state batch";
+      in_process += ms;
+    }
+  if (in_process > r.proc.wall_ms
+      || (r.timing_wall_ms > 0 && in_process > r.timing_wall_ms * 1.01 + 1.0))
+    return "in-process timings exceed the wall clock: the candidate changed a clock or the "
+           "timing's own records";
+  return {};
 }
 
 runner_failure judge_runs(const runner_report& cand, const runner_report& ref,

@@ -56,6 +56,11 @@ std::pair<std::string, std::string> violation_code(const std::string& violation)
 
 /// The trial bookkeeping of a candidate runner against the reference's and the seeds asked:
 /// count, seeds, output structure, mutated inputs. Empty reason when all is in order.
+/// Why a runner's timing cannot be used (no samples, a sample or steady-state batch not finite
+/// or not positive, more time in calls than the process lived, as a patched clock or event
+/// would show); empty when it can. Phrased to follow "runner ".
+std::string timing_problem(const runner_report& r);
+
 runner_failure judge_runs(const runner_report& cand, const runner_report& ref,
                           const std::vector<uint64_t>& seeds);
 

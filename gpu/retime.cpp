@@ -15,12 +15,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
 #include <optional>
 #include <random>
 
 #include <spdlog/spdlog.h>
 
+#include "gpu/judge.hpp"
 #include "gpu/nvml.hpp"
 #include "gpu/quiet_host.hpp"
 #include "gpu/runner.hpp"
@@ -31,22 +31,6 @@ namespace kiln {
 namespace fs = std::filesystem;
 
 namespace {
-
-/// Why a runner's samples cannot be used; empty when they can.
-std::string timing_problem(const runner_report& r, double timeout_s) {
-  if (auto f = judge_process(r, timeout_s); !f.reason.empty())
-    return f.reason;
-  if (r.samples_ms.empty())
-    return "no timing samples";
-  for (double s : r.samples_ms)
-    if (!std::isfinite(s) || s <= 0)
-      return "an invalid timing sample";
-  // The check of evaluations: calls cannot have taken longer than the process lived.
-  double sum = std::accumulate(r.samples_ms.begin(), r.samples_ms.end(), 0.0);
-  if (sum > r.proc.wall_ms || (r.timing_wall_ms > 0 && sum > r.timing_wall_ms * 1.01 + 1.0))
-    return "in-process timings exceed the wall clock";
-  return {};
-}
 
 /// A token the harness must echo in result.json: a candidate cannot know it in advance.
 std::string nonce(std::mt19937_64& rng) {
@@ -174,7 +158,9 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
           r.error = "device " + settings_.device + " is unhealthy: " + health_problem();
           return r;
         }
-        auto problem = timing_problem(rep, cfg.timeout_s);
+        auto problem = judge_process(rep, cfg.timeout_s).reason;
+        if (problem.empty())
+          problem = timing_problem(rep);
         if (problem.empty() && rep.nonce != j.nonce)
           problem = "result.json was not written by the harness (wrong nonce)";
         if (problem.empty() && gated && !rep.gate_go)
