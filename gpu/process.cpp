@@ -29,11 +29,14 @@
 // How a child runs (see process.hpp for the contract):
 //
 //   parent: resolve argv[0] on PATH, open the files, build argv/envp arrays,
-//           prepare the sandbox (Landlock ruleset, limits)            (may allocate)
+//           prepare the sandbox (Landlock ruleset, limits, identity)  (may allocate)
 //   fork (glibc's _Fork), or clone(CLONE_NEWPID | CLONE_NEWNET) for a sandboxed child
-//   child:  signals to default, setpgid, PDEATHSIG, rlimits, sandbox,
-//           [new PID namespace: this process stays as init and forks the program]
-//           stdio, chdir, close every other fd, execve     (async-signal-safe calls only)
+//   child:  signals to default, setpgid, PDEATHSIG, rlimits, mounts of the sandbox,
+//           stdio, chdir, close every other fd            (async-signal-safe calls only)
+//           unsandboxed: execve the program
+//           sandboxed: execve kiln-sandbox with the program's environment, which (with a new
+//           PID namespace) stays as its init and forks the program, applies Landlock, the
+//           identity and seccomp, and execs it (gpu/sandbox_launcher.cpp)
 //           on failure: write {stage, errno} to a CLOEXEC pipe and _exit
 //   init:   reaps everything until the program exits, writes its status to a second pipe
 //           and exits; the kernel then kills whatever else is left in the namespace
@@ -42,10 +45,12 @@
 //           timeout: SIGTERM to the group, grace, then SIGKILL to the group;
 //           always SIGKILL the group before reaping the leader, then wait for stragglers.
 //
-// Why an init of our own: the init of a PID namespace ignores every signal it has no handler
-// for, even SIGSEGV it sends itself and SIGTERM from the parent. Python as init would survive
+// Why an init at all: the init of a PID namespace ignores every signal it has no handler for,
+// even SIGSEGV it sends itself and SIGTERM from the parent. Python as init would survive
 // `os.kill(os.getpid(), SIGSEGV)` and a timeout's SIGTERM; as the init's child it dies of them
-// as anywhere else, and the init passes the status on.
+// as anywhere else, and the init passes the status on. Why a launcher: a fork of kiln keeps
+// kiln's environment and memory (its API keys) readable at /proc/1/environ and /proc/1/mem of
+// the namespace.
 //
 // Everything lives on the caller's stack or in the child_process, so concurrent starts from
 // several threads are safe.
@@ -201,9 +206,19 @@ struct child_plan {
   cpu_set_t cores{};
   int max_fd = 1024;
   const sandbox_plan* sandbox = nullptr;
-  bool init = false;  ///< stay as init of the new PID namespace and fork the program
+  bool init = false;  ///< the launcher stays as init of the new PID namespace
   int status_fd = -1; ///< init: where the program's status goes
+  /// The launcher (gpu/sandbox_launcher.cpp) and its arguments, for a sandboxed child: execve
+  /// of it, with the program's environment, replaces kiln's memory before anything else runs.
+  const char* launcher = nullptr;
+  char* const* launcher_argv = nullptr;
 };
+
+/// Where the launcher finds what kiln's child passes on: fixed numbers, so that its arguments
+/// can be written before fork.
+constexpr int launcher_report_fd = 3;
+constexpr int launcher_status_fd = 4;
+constexpr int launcher_landlock_fd = 5;
 
 [[noreturn]] void child_fail(const child_plan& plan, int stage, int error) {
   child_report report{stage, error};
@@ -228,14 +243,6 @@ void close_range_from(unsigned first, unsigned last, int max_fd) {
     ::close(static_cast<int>(fd));
 }
 
-/// Closes every descriptor but `keep`.
-void close_all_but(int keep, int max_fd) {
-  auto k = static_cast<unsigned>(keep);
-  if (k > 0)
-    close_range_from(0, k - 1, max_fd);
-  close_range_from(k + 1, ~0U, max_fd);
-}
-
 /// A new process sharing nothing but what fork shares, skipping the atfork handlers. Used
 /// where glibc's fork would be wrong: with namespace flags, and inside the init.
 pid_t raw_clone(int flags) {
@@ -244,11 +251,6 @@ pid_t raw_clone(int flags) {
 }
 
 [[noreturn]] void exec_program(const child_plan& plan) {
-  if (plan.sandbox != nullptr) {
-    sandbox_stage stage = sandbox_stage::landlock;
-    if (int err = apply_file_rules(*plan.sandbox, stage); err != 0)
-      child_fail(plan, static_cast<int>(stage), err);
-  }
   if (::dup2(plan.in_fd, 0) < 0 || ::dup2(plan.out_fd, 1) < 0 || ::dup2(plan.err_fd, 2) < 0)
     child_fail(plan, child_stage::stdio);
   if (plan.cwd != nullptr && ::chdir(plan.cwd) != 0)
@@ -263,37 +265,33 @@ pid_t raw_clone(int flags) {
   child_fail(plan, child_stage::exec);
 }
 
-[[noreturn]] void run_init(const child_plan& plan) {
-  pid_t program = raw_clone(0);
-  if (program < 0)
-    child_fail(plan, child_stage::fork);
-  if (program == 0)
-    exec_program(plan);
-  // Only the status pipe stays: the report pipe must reach EOF when the program's execve
-  // closes the last copy, and the stdio files are the program's.
-  close_all_but(plan.status_fd, plan.max_fd);
-  int status = 0;
-  for (;;) {
-    int st = 0;
-    pid_t done = ::waitpid(-1, &st, 0);
-    if (done == program) {
-      status = st;
-      break;
-    }
-    if (done < 0 && errno != EINTR)
-      ::_exit(127); // cannot happen: the program is our child until we reap it
-    // an orphan re-parented to us: reaped, nothing else to do
-  }
-  init_status out;
-  if (WIFEXITED(status)) {
-    out.exited = 1;
-    out.code = WEXITSTATUS(status);
-  } else {
-    out.code = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
-  }
-  ssize_t ignored = ::write(plan.status_fd, &out, sizeof out);
+// Only stdio and the descriptors the launcher is told of survive: moved out of the way first
+// (every source may sit on a target number), then onto their numbers, then all else closed.
+[[noreturn]] void exec_launcher(const child_plan& plan) {
+  if (::dup2(plan.in_fd, 0) < 0 || ::dup2(plan.out_fd, 1) < 0 || ::dup2(plan.err_fd, 2) < 0)
+    child_fail(plan, child_stage::stdio);
+  if (plan.cwd != nullptr && ::chdir(plan.cwd) != 0)
+    child_fail(plan, child_stage::chdir);
+  const int landlock = plan.sandbox != nullptr ? plan.sandbox->landlock_fd : -1;
+  int report = ::fcntl(plan.report_fd, F_DUPFD, 16);
+  int status = plan.init ? ::fcntl(plan.status_fd, F_DUPFD, 16) : -1;
+  int rules = landlock >= 0 ? ::fcntl(landlock, F_DUPFD, 16) : -1;
+  if (report < 0 || (plan.init && status < 0) || (landlock >= 0 && rules < 0))
+    child_fail(plan, child_stage::stdio);
+  if (::dup2(report, launcher_report_fd) < 0
+      || (status >= 0 && ::dup2(status, launcher_status_fd) < 0)
+      || (rules >= 0 && ::dup2(rules, launcher_landlock_fd) < 0))
+    child_fail(plan, child_stage::stdio);
+  close_range_from(launcher_landlock_fd + 1, ~0U, plan.max_fd);
+  if (!plan.init)
+    ::close(launcher_status_fd);
+  if (landlock < 0)
+    ::close(launcher_landlock_fd);
+  ::execve(plan.launcher, plan.launcher_argv, plan.envp);
+  child_report failed{static_cast<int>(sandbox_stage::launcher), errno};
+  ssize_t ignored = ::write(launcher_report_fd, &failed, sizeof failed);
   (void)ignored;
-  ::_exit(out.exited ? out.code : 128 + out.code);
+  ::_exit(127);
 }
 
 bool parent_gone(const child_plan& plan) {
@@ -347,8 +345,8 @@ bool parent_gone(const child_plan& plan) {
     if (int err = apply_sandbox(*plan.sandbox, stage); err != 0)
       child_fail(plan, static_cast<int>(stage), err);
   }
-  if (plan.init)
-    run_init(plan);
+  if (plan.launcher != nullptr)
+    exec_launcher(plan);
   exec_program(plan);
 }
 
@@ -604,7 +602,7 @@ child_process start_process(const process_options& opts) {
   envp.push_back(nullptr);
 
   sandbox_plan sandbox;
-  if (opts.sandbox != nullptr && !prepare_sandbox(*opts.sandbox, sandbox, error)) {
+  if (opts.sandbox != nullptr && !prepare_sandbox(*opts.sandbox, sandbox, error, *path)) {
     error = "cannot start '" + name + "': " + error;
     return child;
   }
@@ -698,6 +696,42 @@ child_process start_process(const process_options& opts) {
     plan.sandbox = &sandbox;
   plan.init = init;
   plan.status_fd = status_write.get();
+  std::vector<std::string> launcher_args;
+  std::vector<char*> launcher_argv;
+  if (!sandbox.launcher.empty()) {
+    launcher_args = {sandbox.launcher, "--report", std::to_string(launcher_report_fd)};
+    auto add = [&launcher_args](const char* flag, auto value) {
+      launcher_args.push_back(flag);
+      launcher_args.push_back(std::to_string(value));
+    };
+    if (init)
+      add("--init", launcher_status_fd);
+    if (sandbox.landlock_fd >= 0) {
+      add("--landlock", launcher_landlock_fd);
+      add("--proc-rights", sandbox.proc_self_rights);
+      if (sandbox.private_shm)
+        add("--shm-rights", sandbox.shm_rights);
+    }
+    if (sandbox.drop_identity) {
+      add("--uid", sandbox.uid);
+      add("--gid", sandbox.gid);
+    }
+    if (sandbox.seccomp)
+      launcher_args.push_back("--seccomp");
+    if (sandbox.allow_perf)
+      launcher_args.push_back("--perf");
+    if (!init)
+      add("--parent", ::getpid());
+    launcher_args.push_back("--");
+    launcher_args.push_back(*path);
+    for (const auto& arg : opts.argv)
+      launcher_args.push_back(arg);
+    for (auto& arg : launcher_args)
+      launcher_argv.push_back(arg.data());
+    launcher_argv.push_back(nullptr);
+    plan.launcher = launcher_args.front().c_str();
+    plan.launcher_argv = launcher_argv.data();
+  }
 
   pid_t pid = -1;
   if (sandbox.clone_flags != 0) {

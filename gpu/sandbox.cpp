@@ -1,6 +1,8 @@
 #include "gpu/sandbox.hpp"
 
 #include <dirent.h>
+#include <grp.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -24,56 +26,11 @@
 
 #include <spdlog/spdlog.h>
 
-// Landlock's user API, spelled out here because the build machine's kernel headers (Debian 12:
-// 6.1) predate the rights kiln uses; the values are the kernel's stable ABI.
-#ifndef SYS_landlock_create_ruleset
-#define SYS_landlock_create_ruleset 444
-#endif
-#ifndef SYS_landlock_add_rule
-#define SYS_landlock_add_rule 445
-#endif
-#ifndef SYS_landlock_restrict_self
-#define SYS_landlock_restrict_self 446
-#endif
+#include "gpu/landlock.hpp"
 
 namespace kiln {
 
 namespace {
-
-namespace ll {
-constexpr uint32_t create_ruleset_version = 1U << 0;
-constexpr int rule_path_beneath = 1;
-
-constexpr uint64_t fs_write_file = 1ULL << 1;
-constexpr uint64_t fs_remove_dir = 1ULL << 4;
-constexpr uint64_t fs_remove_file = 1ULL << 5;
-constexpr uint64_t fs_make_char = 1ULL << 6;
-constexpr uint64_t fs_make_dir = 1ULL << 7;
-constexpr uint64_t fs_make_reg = 1ULL << 8;
-constexpr uint64_t fs_make_sock = 1ULL << 9;
-constexpr uint64_t fs_make_fifo = 1ULL << 10;
-constexpr uint64_t fs_make_block = 1ULL << 11;
-constexpr uint64_t fs_make_sym = 1ULL << 12;
-constexpr uint64_t fs_refer = 1ULL << 13;    // ABI 2
-constexpr uint64_t fs_truncate = 1ULL << 14; // ABI 3
-
-constexpr uint64_t net_bind_tcp = 1ULL << 0; // ABI 4
-constexpr uint64_t net_connect_tcp = 1ULL << 1;
-
-constexpr uint64_t scope_abstract_unix_socket = 1ULL << 0; // ABI 6
-constexpr uint64_t scope_signal = 1ULL << 1;
-
-struct ruleset_attr {
-  uint64_t handled_access_fs;
-  uint64_t handled_access_net;
-  uint64_t scoped;
-};
-
-struct __attribute__((packed)) path_beneath_attr {
-  uint64_t allowed_access;
-  int32_t parent_fd;
-};
-} // namespace ll
 
 std::string errno_text(int err) {
   char buf[256];
@@ -202,6 +159,11 @@ int mount_private_shm(const char* options) {
   return 0;
 }
 
+bool fs_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
 bool is_directory(const char* path) {
   struct stat st {};
   return ::stat(path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -225,6 +187,29 @@ int probe_tmp_mounts() {
   return 0;
 }
 
+int probe_seccomp() {
+  return install_seccomp_filter(false);
+}
+
+// Next to the running program (a build's bin/), else in the libexec folder of its prefix.
+std::string find_launcher(std::string& error) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    error = "cannot read /proc/self/exe: " + ec.message();
+    return {};
+  }
+  const auto dir = exe.parent_path();
+  for (const auto& candidate :
+       {dir / "kiln-sandbox", dir / ".." / "libexec" / "kiln" / "kiln-sandbox"})
+    if (::access(candidate.c_str(), X_OK) == 0)
+      return fs::weakly_canonical(candidate, ec).string();
+  error = "no kiln-sandbox next to " + exe.string() + " or in "
+          + (dir / ".." / "libexec" / "kiln").lexically_normal().string();
+  return {};
+}
+
 sandbox_support probe() {
   sandbox_support s;
   s.net_namespace_error = try_clone(CLONE_NEWNET);
@@ -238,6 +223,9 @@ sandbox_support probe() {
           ? try_clone(CLONE_NEWNS, probe_tmp_mounts, "cannot mount its own /tmp and /dev/shm")
           : "no mount namespace of its own (" + s.pid_namespace_error + ")";
   s.private_tmp = s.private_tmp_error.empty();
+  s.seccomp_error = try_clone(0, probe_seccomp, "cannot install a seccomp filter");
+  s.seccomp = s.seccomp_error.empty();
+  s.launcher = find_launcher(s.launcher_error);
   long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, ll::create_ruleset_version);
   if (abi > 0) {
     s.landlock_abi = static_cast<int>(abi);
@@ -366,7 +354,10 @@ std::string sandbox_support::description() const {
   files += landlock_abi > 0 ? "landlock ABI " + std::to_string(landlock_abi)
                                   + " (writes only to the runner's own folders)"
                             : "not isolated (landlock: " + landlock_error + ")";
-  return net + "; " + pids + "; " + tmp + "; " + files;
+  std::string calls = "syscalls: ";
+  calls += seccomp ? "seccomp filter" : "not filtered (" + seccomp_error + ")";
+  std::string launch = launcher.empty() ? "; launcher: missing (" + launcher_error + ")" : "";
+  return net + "; " + pids + "; " + tmp + "; " + files + "; " + calls + launch;
 }
 
 std::string sandbox_support::missing() const {
@@ -381,6 +372,10 @@ std::string sandbox_support::missing() const {
     parts.push_back("a private /tmp and /dev/shm (" + private_tmp_error + ")");
   if (landlock_abi == 0)
     parts.push_back("landlock (" + landlock_error + ")");
+  if (!seccomp)
+    parts.push_back("a seccomp filter (" + seccomp_error + ")");
+  if (launcher.empty())
+    parts.push_back("the launcher kiln-sandbox (" + launcher_error + ")");
   std::string out;
   for (const auto& p : parts)
     out += (out.empty() ? "" : "; ") + p;
@@ -448,6 +443,12 @@ sandbox_plan& sandbox_plan::operator=(sandbox_plan&& other) noexcept {
   limit_files = other.limit_files;
   files = other.files;
   lower_oom_priority = other.lower_oom_priority;
+  drop_identity = other.drop_identity;
+  uid = other.uid;
+  gid = other.gid;
+  seccomp = other.seccomp;
+  allow_perf = other.allow_perf;
+  launcher = std::move(other.launcher);
   return *this;
 }
 
@@ -515,7 +516,161 @@ bool keep_tmp_paths(const sandbox_policy& policy, sandbox_plan& plan, std::strin
 
 } // namespace
 
-bool prepare_sandbox(const sandbox_policy& policy, sandbox_plan& plan, std::string& error) {
+namespace {
+
+// A uid and gid that no account, group or running process uses, from a fixed range so that
+// the same host always picks the same one.
+bool unused_id(uid_t& uid) {
+  for (uid_t id = 64000; id < 65000; ++id) {
+    if (::getpwuid(id) != nullptr || ::getgrgid(id) != nullptr)
+      continue;
+    bool running = false;
+    if (DIR* proc = ::opendir("/proc")) {
+      while (dirent* e = ::readdir(proc)) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+          continue;
+        struct stat st {};
+        if (::stat((std::string{"/proc/"} + e->d_name).c_str(), &st) == 0 && st.st_uid == id) {
+          running = true;
+          break;
+        }
+      }
+      ::closedir(proc);
+    }
+    if (!running) {
+      uid = id;
+      return true;
+    }
+  }
+  return false;
+}
+
+runner_identity find_identity(const std::string& user) {
+  runner_identity id;
+  if (::geteuid() != 0) {
+    id.why_not = "kiln runs as uid " + std::to_string(::geteuid())
+                 + ", not as root: runners keep its identity";
+    return id;
+  }
+  std::string name = user.empty() ? "kiln-runner" : user;
+  if (const passwd* pw = ::getpwnam(name.c_str()); pw != nullptr) {
+    if (pw->pw_uid == 0) {
+      id.why_not = "the account " + name + " is root";
+      return id;
+    }
+    id.available = true;
+    id.uid = pw->pw_uid;
+    id.gid = pw->pw_gid;
+    id.name = name + " (uid " + std::to_string(id.uid) + ")";
+    return id;
+  }
+  uid_t free_id = 0;
+  if (!unused_id(free_id)) {
+    id.why_not = "no account " + name + " and no unused uid in 64000-64999";
+    return id;
+  }
+  id.available = true;
+  id.uid = free_id;
+  id.gid = static_cast<gid_t>(free_id);
+  id.name = "uid " + std::to_string(free_id) + " (no account " + name + ")";
+  return id;
+}
+
+bool may(const struct stat& st, uid_t uid, gid_t gid, mode_t owner_bits) {
+  // owner_bits: S_IRUSR | S_IWUSR | S_IXUSR combinations; the group's and others' are shifted.
+  if (st.st_uid == uid)
+    return (st.st_mode & owner_bits) == owner_bits;
+  if (st.st_gid == gid)
+    return (st.st_mode & (owner_bits >> 3)) == (owner_bits >> 3);
+  return (st.st_mode & (owner_bits >> 6)) == (owner_bits >> 6);
+}
+
+} // namespace
+
+const runner_identity& identity_for(const std::string& user) {
+  static std::mutex lock;
+  static std::vector<std::pair<std::string, runner_identity>> known;
+  std::lock_guard<std::mutex> guard{lock};
+  for (const auto& [name, id] : known)
+    if (name == user)
+      return id;
+  known.emplace_back(user, find_identity(user));
+  return known.back().second;
+}
+
+std::string blocked_for(const std::string& path, uid_t uid, gid_t gid, bool write) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(path, ec);
+  if (ec || real.empty())
+    return path;
+  fs::path walk;
+  for (auto part = real.begin(); part != real.end(); ++part) {
+    walk /= *part;
+    struct stat st {};
+    if (::stat(walk.c_str(), &st) != 0)
+      return walk.string();
+    const bool last = std::next(part) == real.end();
+    mode_t need = 0;
+    if (!last)
+      need = S_IXUSR;
+    else if (S_ISDIR(st.st_mode))
+      need = S_IRUSR | S_IXUSR | (write ? S_IWUSR : 0);
+    else
+      need = S_IRUSR | (write ? S_IWUSR : 0);
+    if (!may(st, uid, gid, need))
+      return walk.string();
+  }
+  return {};
+}
+
+namespace {
+
+// The runner's identity for `policy`: available, and able to reach what the runner reads and
+// writes; the folders it writes become its own. False with `why` when it cannot take it.
+bool take_identity(const sandbox_policy& policy, const std::string& program, sandbox_plan& plan,
+                   std::string& why) {
+  const auto& id = identity_for(policy.user);
+  if (!id.available) {
+    why = id.why_not;
+    return false;
+  }
+  std::vector<std::string> own = policy.writable_dirs;
+  if (!policy.private_tmp.empty())
+    own.push_back(policy.private_tmp);
+  for (const auto& dir : own)
+    if (::chown(dir.c_str(), id.uid, id.gid) != 0) {
+      why = "cannot give " + dir + " to " + id.name + ": " + errno_text(errno);
+      return false;
+    }
+  auto check = [&](const std::string& path, bool write) {
+    if (path.empty() || !fs_exists(path))
+      return true;
+    if (auto blocked = blocked_for(path, id.uid, id.gid, write); !blocked.empty()) {
+      why = id.name + " cannot " + (write ? "write " : "reach ") + path + " (" + blocked
+            + " is closed to it)";
+      return false;
+    }
+    return true;
+  };
+  for (const auto& dir : own)
+    if (!check(dir, true))
+      return false;
+  if (!check(program, false))
+    return false;
+  for (const auto& path : policy.read_paths)
+    if (!check(path, false))
+      return false;
+  plan.drop_identity = true;
+  plan.uid = id.uid;
+  plan.gid = id.gid;
+  return true;
+}
+
+} // namespace
+
+bool prepare_sandbox(const sandbox_policy& policy, sandbox_plan& plan, std::string& error,
+                     const std::string& program) {
   plan = sandbox_plan{};
   if (policy.mode == sandbox_mode::off)
     return true;
@@ -596,27 +751,28 @@ bool prepare_sandbox(const sandbox_policy& policy, sandbox_plan& plan, std::stri
     plan.files.rlim_max = hard;
   }
   plan.lower_oom_priority = true;
-  return true;
-}
-
-const char* describe(sandbox_stage stage) {
-  switch (stage) {
-    case sandbox_stage::oom_score:
-      return "oom_score_adj";
-    case sandbox_stage::limits:
-      return "sandbox setrlimit";
-    case sandbox_stage::no_new_privs:
-      return "PR_SET_NO_NEW_PRIVS";
-    case sandbox_stage::landlock:
-      return "landlock_restrict_self";
-    case sandbox_stage::proc_mount:
-      return "mounting the runner's own /proc";
-    case sandbox_stage::tmp_mount:
-      return "mounting the runner's own /tmp";
-    case sandbox_stage::shm_mount:
-      return "mounting the runner's own /dev/shm";
+  plan.seccomp = support.seccomp;
+  plan.launcher = support.launcher;
+  if (plan.launcher.empty()) {
+    // Without it, the runner would start as a fork of kiln, with kiln's memory.
+    error = "sandbox: " + support.launcher_error + " (build it, or set sandbox = \"off\")";
+    return false;
   }
-  return "sandbox";
+  std::string why;
+  if (!take_identity(policy, program, plan, why)) {
+    if (policy.mode == sandbox_mode::required) {
+      error = "sandbox = \"required\", but runners cannot run as an unprivileged user: " + why;
+      return false;
+    }
+    static std::mutex lock;
+    static std::vector<std::string> said;
+    std::lock_guard<std::mutex> guard{lock};
+    if (std::find(said.begin(), said.end(), why) == said.end()) {
+      said.push_back(why);
+      spdlog::warn("sandbox: runners keep kiln's identity: {}", why);
+    }
+  }
+  return true;
 }
 
 int apply_sandbox(const sandbox_plan& plan, sandbox_stage& stage) {
@@ -652,43 +808,6 @@ int apply_sandbox(const sandbox_plan& plan, sandbox_stage& stage) {
       return err;
   stage = sandbox_stage::proc_mount;
   return mount_own_proc();
-}
-
-int apply_file_rules(const sandbox_plan& plan, sandbox_stage& stage) {
-  if (plan.landlock_fd < 0)
-    return 0;
-  // The CUDA driver writes below /proc/self during cuInit (measured on the H200 host: error 304
-  // otherwise). The rule names this process's own /proc entry, so it is added here, in the
-  // process that execs, and not in the parent, where /proc/self is the daemon.
-  stage = sandbox_stage::landlock;
-  int self = ::open("/proc/self", O_PATH | O_CLOEXEC);
-  if (self < 0)
-    return errno;
-  ll::path_beneath_attr attr{plan.proc_self_rights, self};
-  long rc = ::syscall(SYS_landlock_add_rule, plan.landlock_fd, ll::rule_path_beneath, &attr, 0);
-  int err = errno;
-  ::close(self);
-  if (rc != 0)
-    return err;
-  // The tmpfs apply_sandbox mounted: a new inode that no rule made in the parent can name.
-  if (plan.private_shm) {
-    int shm = ::open("/dev/shm", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (shm < 0)
-      return errno;
-    ll::path_beneath_attr shm_attr{plan.shm_rights, shm};
-    rc = ::syscall(SYS_landlock_add_rule, plan.landlock_fd, ll::rule_path_beneath, &shm_attr, 0);
-    err = errno;
-    ::close(shm);
-    if (rc != 0)
-      return err;
-  }
-  stage = sandbox_stage::no_new_privs;
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-    return errno;
-  stage = sandbox_stage::landlock;
-  if (::syscall(SYS_landlock_restrict_self, plan.landlock_fd, 0U) != 0)
-    return errno;
-  return 0;
 }
 
 } // namespace kiln

@@ -14,8 +14,16 @@
 //   files    Landlock handles only the write-type rights, allowed beneath the writable folders,
 //            the private /tmp and /dev/shm, /dev/null and the NVIDIA device files; reads, exec
 //            and ioctls stay free
+//   identity when kiln runs as root: an unprivileged user of its own (`kiln-runner`, else an
+//            unused uid), owner of the runner's folders and nothing else
+//   syscalls a seccomp filter (gpu/confine.cpp): no ptrace, mounts, modules, keyrings, BPF,
+//            perf events, new namespaces, io_uring, and sockets of no family but AF_UNIX
 //   limits   no core files, a bounded number of open files, an address-space limit if asked,
 //            and the OOM killer's first pick
+//
+// Every sandboxed runner starts as an execve of kiln-sandbox (gpu/sandbox_launcher.cpp), never
+// as a fork of kiln that keeps kiln's memory: the identity, Landlock and seccomp are applied
+// there.
 
 #include <string>
 #include <vector>
@@ -23,6 +31,8 @@
 #include <sys/resource.h>
 
 #include <cstdint>
+
+#include "gpu/confine.hpp"
 
 namespace kiln {
 
@@ -57,7 +67,27 @@ struct sandbox_policy {
   /// RLIMIT_AS of the runner when > 0 (never for CUDA runners: the driver reserves far more
   /// address space than it uses).
   long memory_limit_bytes = 0;
+  /// The account runners run as when kiln is root; missing, an unused uid stands in.
+  std::string user = "kiln-runner";
+  /// Folders and files the runner reads (the interpreter, the harness, kiln's work folder):
+  /// with a new identity, each must be reachable by it.
+  std::vector<std::string> read_paths;
 };
+
+/// Who runners run as: `kiln-runner` (or the policy's user) where kiln is root and the account
+/// exists, an unused uid where it does not; none where kiln is not root.
+struct runner_identity {
+  bool available = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string name;    ///< `kiln-runner (uid 998)`, `uid 64000 (no account kiln-runner)`
+  std::string why_not; ///< when not available
+};
+const runner_identity& identity_for(const std::string& user);
+
+/// The first folder on the way to `path` (or `path` itself) that `uid`/`gid` may not search,
+/// read (or, with `write`, write), by the permission bits; empty when there is none.
+std::string blocked_for(const std::string& path, uid_t uid, gid_t gid, bool write);
 
 /// What this machine permits, probed once per process by trying each feature in a throwaway
 /// child.
@@ -71,6 +101,11 @@ struct sandbox_support {
   /// A private /tmp and /dev/shm can be mounted in the runner's mount namespace.
   bool private_tmp = false;
   std::string private_tmp_error;
+  bool seccomp = false;
+  std::string seccomp_error;
+  /// The launcher every sandboxed runner starts as; empty when it is missing.
+  std::string launcher;
+  std::string launcher_error;
 
   /// One line for people, e.g. `network: own namespace; pids: own namespace and /proc; tmp:
   /// private (own /tmp and /dev/shm); files: landlock ABI 7 (writes only to the runner's own
@@ -118,34 +153,26 @@ public:
   bool limit_files = false;
   struct rlimit files {};
   bool lower_oom_priority = false;
+  /// What the launcher applies in the process that execs the runner's program.
+  bool drop_identity = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool seccomp = false;
+  bool allow_perf = false;
+  std::string launcher;
 
   bool new_pid_namespace() const;
 };
 
-/// Builds the plan for `policy` on this machine. In `required` mode, or when a writable folder
-/// cannot be opened, returns false with `error` saying what is missing.
-bool prepare_sandbox(const sandbox_policy& policy, sandbox_plan& plan, std::string& error);
-
-/// The steps a child takes, in order; a failure names one of them.
-enum class sandbox_stage : int {
-  oom_score = 20,
-  limits,
-  no_new_privs,
-  landlock,
-  proc_mount,
-  tmp_mount,
-  shm_mount,
-};
-const char* describe(sandbox_stage stage);
+/// Builds the plan for `policy` on this machine, for a child that runs `program`. In `required`
+/// mode, or when a writable folder cannot be opened, returns false with `error` saying what is
+/// missing. With a new identity, the writable folders and the private /tmp become its own.
+bool prepare_sandbox(const sandbox_policy& policy, sandbox_plan& plan, std::string& error,
+                     const std::string& program = {});
 
 /// In the child, after fork (async-signal-safe): OOM priority, limits, and in its own mount
 /// namespace private mounts, the runner's /tmp and /dev/shm and its own /proc. Returns 0, or an
 /// errno with `stage` set to the step that failed.
 int apply_sandbox(const sandbox_plan& plan, sandbox_stage& stage);
-
-/// In the process that execs, right before execve (async-signal-safe): the Landlock rules.
-/// Separate from apply_sandbox because, inside a PID namespace, that process is the init's
-/// child and only it can name its own /proc entry (and the /dev/shm mounted after fork).
-int apply_file_rules(const sandbox_plan& plan, sandbox_stage& stage);
 
 } // namespace kiln
