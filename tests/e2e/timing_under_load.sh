@@ -4,7 +4,7 @@
 # within 10 % of the same timings taken by separate quiet `kiln eval` processes. The figures
 # are tools/bench-timing-under-load's, on bench/timing's CPU tasks, three quiet runs each and a
 # short stream (one extension build, each measured pair three times); its exit status is the
-# verdict. A figure that fails is measured once more as a whole (the tool's --attempts, 2 on
+# verdict. A pair that fails is measured again as a whole (the tool's --attempts, 3 on
 # the CPU): CI machines are shared, and a neighbour's burst can push an 80 us kernel past 10 %
 # in one measurement, while a load kiln fails to quiet skews every attempt alike.
 # A bad flag is refused with exit code 2 before anything runs.
