@@ -8,6 +8,7 @@
 
 #include "actors/llm_secrets.hpp"
 #include "messages/error.hpp"
+#include "config/secrets.hpp"
 #include "prompts/rules.hpp"
 
 namespace kiln {
@@ -92,6 +93,7 @@ llm_gateway(llm_gateway_actor::stateful_pointer<llm_gateway_state> self, llm_pro
   try {
     if (is_http(st.profile.provider)) {
       st.key = llm::load_api_key(st.profile);
+      secrets::add(st.key);
       st.http = std::make_unique<llm::transport>(st.profile.name, limits_of(st.profile));
     } else if (st.profile.provider == "replay") {
       st.replay = std::make_unique<llm::replay_store>(st.profile.replay_from);
@@ -115,6 +117,10 @@ llm_gateway(llm_gateway_actor::stateful_pointer<llm_gateway_state> self, llm_pro
       [self, record, startup_error](ask_atom, llm_request& req) -> caf::result<llm_reply> {
         auto& st = self->state;
         apply_defaults(st.profile, req);
+        // Prompts carry candidates' output (an error fixer's prompt holds a verdict's tail):
+        // nothing secret goes to the provider, or into the archive's copy of the prompt.
+        req.system = secrets::redact(std::move(req.system));
+        req.prompt = secrets::redact(std::move(req.prompt));
         if (!startup_error.empty())
           return make_error(ec::provider_failed, "[llm." + st.profile.name + "] " + startup_error);
         llm_reply reply;

@@ -1,5 +1,7 @@
 #include "actors/llm_secrets.hpp"
 
+#include "config/secrets.hpp"
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -58,12 +60,13 @@ std::string load_api_key(const llm_profile_config& p) {
 }
 
 std::string redact(std::string text, const std::string& key) {
-  if (key.size() < 8)
-    return text;
-  static const std::string mask = "<redacted>";
-  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + mask.size()))
-    text.replace(at, key.size(), mask);
-  return text;
+  if (key.size() >= 8) {
+    static const std::string mask = "<redacted>";
+    for (size_t at = text.find(key); at != std::string::npos;
+         at = text.find(key, at + mask.size()))
+      text.replace(at, key.size(), mask);
+  }
+  return secrets::redact(std::move(text));
 }
 
 } // namespace kiln::llm

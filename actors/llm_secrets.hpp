@@ -14,8 +14,9 @@ namespace kiln::llm {
 /// profile and the variable or file, never the key.
 std::string load_api_key(const llm_profile_config& profile);
 
-/// `text` with every occurrence of `key` replaced by `<redacted>`. Keys shorter than 8
-/// characters are not searched for (they would match ordinary words).
+/// `text` with every occurrence of `key` replaced by `<redacted>` (keys shorter than 8
+/// characters are not searched for: they would match ordinary words), then through
+/// `kiln::secrets::redact` (every secret kiln knows of, credential headers).
 std::string redact(std::string text, const std::string& key);
 
 } // namespace kiln::llm

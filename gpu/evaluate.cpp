@@ -2,6 +2,8 @@
 // facts of its runners. One evaluation's stages are in gpu/evaluation.cpp.
 
 #include "gpu/evaluate.hpp"
+
+#include "config/secrets.hpp"
 #include "gpu/evaluation.hpp"
 #include "gpu/json_text.hpp"
 
@@ -99,11 +101,24 @@ void evaluation_engine::store_reference(const reference_key& key, const timing_s
   settings_.share->references.store(key, stats);
 }
 
+namespace {
+
+// A verdict's text is the candidate's to shape: what it prints, raises or makes a build say
+// reaches the log, the archive and the error fixer's prompt. A secret it found goes no further.
+verdict redacted(verdict v) {
+  v.reason = secrets::redact(std::move(v.reason));
+  v.stdout_tail = secrets::redact(std::move(v.stdout_tail));
+  v.stderr_tail = secrets::redact(std::move(v.stderr_tail));
+  return v;
+}
+
+} // namespace
+
 verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
   pool_refill_guard refill{*pool_}; // CPU: the next interpreters import between evaluations
   evaluation e{*this, job, seed};
   try {
-    return e.run();
+    return redacted(e.run());
   } catch (const std::exception& ex) {
     auto& v = e.partial();
     v.status = verdict_status::runtime_error;
@@ -116,7 +131,7 @@ verdict evaluation_engine::evaluate(const eval_job& job, uint64_t seed) {
     v.code = "evaluator_error";
     v.reason = "evaluator: unknown exception (a problem of kiln, not of the candidate)";
   }
-  auto& v = e.partial();
+  auto v = redacted(e.partial());
   spdlog::error("evaluator {}: {}: {}", settings_.device, job.candidate_id, v.reason);
   return v;
 }

@@ -22,6 +22,7 @@
 #include "gpu/devices.hpp"
 #include "gpu/python.hpp"
 #include "messages/error.hpp"
+#include "config/log_sink.hpp"
 #include "messages/register.hpp"
 #include "tools/cli.hpp"
 
@@ -38,7 +39,7 @@ void setup_logging(const std::string& dir, const std::string& level) {
       std::make_shared<spdlog::sinks::basic_file_sink_mt>((fs::path{dir} / "kiln.log").string());
   auto term = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   term->set_level(spdlog::level::warn);
-  auto logger = std::make_shared<spdlog::logger>("kiln", spdlog::sinks_init_list{file, term});
+  auto logger = kiln::redacting_logger("kiln", std::vector<spdlog::sink_ptr>{file, term});
   logger->set_level(spdlog::level::from_str(level));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);

@@ -8,12 +8,17 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "config/log_sink.hpp"
+#include "config/secrets.hpp"
 #include "tools/cli.hpp"
 
 int main(int argc, char** argv) {
   // spdlog's own default logger writes to stdout, which carries the JSON of every `--json`
   // command: logs go to stderr (and a run's kiln.log) only.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("kiln-stderr"));
+  kiln::secrets::add_from_environment();
+  spdlog::set_default_logger(kiln::redacting_logger(
+      "kiln-stderr",
+      std::vector<spdlog::sink_ptr>{std::make_shared<spdlog::sinks::stderr_color_sink_mt>()}));
   CLI::App app{"kiln: LLM agents make PyTorch inference faster; every proposal is measured"};
   app.require_subcommand(0, 1);
   bool version = false;

@@ -160,6 +160,7 @@ def parse_rate(value):
 class State:
     def __init__(self, args):
         self.key = args.key
+        self.echo_auth = getattr(args, "echo_auth", False)
         self.models = set(m.strip() for m in args.models.split(",") if m.strip()) if args.models else None
         self.reply = args.reply_text
         # With --reply-dir: several replies, served in turn (request n gets reply n mod count),
@@ -766,7 +767,15 @@ class Handler(BaseHTTPRequestHandler):
         if kind in ERROR_FAULTS:
             status = int(kind)
             headers = {"Retry-After": str(fault.arg)} if kind == "429" else None
-            self._send_json(status, error_body(fmt, status), headers)
+            message = None
+            if st.echo_auth:
+                # As careless proxies and providers do: the credential the request carried,
+                # quoted back in the error body (kiln must keep it out of what it writes).
+                message = "%s (the request had %s)" % (
+                    DEFAULT_MESSAGES.get(status, "Error"), "; ".join(
+                        "%s: %s" % (k, v) for k, v in self.headers.items()
+                        if k.lower() in AUTH_HEADERS))
+            self._send_json(status, error_body(fmt, status, message), headers)
             return fault
         if kind == "garbage":
             self._send_bytes(200, b"<html>upstream error</html>", content_type="text/html")
@@ -858,6 +867,8 @@ def parse_args(argv):
                    help="kinds drawn for random faults (default: %s)" % DEFAULT_RANDOM_KINDS)
     p.add_argument("--fault-seed", type=int, default=0, help="seed of the random faults (default 0)")
     p.add_argument("--log", help="append one JSON line per API request to this file")
+    p.add_argument("--echo-auth", action="store_true",
+                   help="error faults quote the request's credential headers in their message")
     p.add_argument("--verbose", action="store_true", help="print an access line per request to stderr")
     args = p.parse_args(argv)
     args.replies = []
