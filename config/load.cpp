@@ -1,4 +1,5 @@
 #include "config/config.hpp"
+#include "config/input_file.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -892,20 +893,12 @@ config parse_config(const std::string& text, const std::string& origin) {
 }
 
 config load_config(const std::string& path) {
-  auto fail = [&](int err) {
-    throw config_error("cannot read " + path + ": " + std::generic_category().message(err));
-  };
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f{std::fopen(path.c_str(), "rb"), &std::fclose};
-  if (!f)
-    fail(errno);
   std::string text;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0)
-    text.append(buf, n);
-  // A directory opens fine and fails only here, with EISDIR.
-  if (std::ferror(f.get()))
-    fail(errno);
+  try {
+    text = read_input_file(path, "config", max_config_bytes);
+  } catch (const input_error& e) {
+    throw config_error(e.what());
+  }
   auto cfg = parse_config(text, path);
   cfg.path = path;
   return cfg;

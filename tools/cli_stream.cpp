@@ -22,6 +22,7 @@
 #include "actors/dispatcher.hpp"
 #include "actors/evaluator.hpp"
 #include "config/defaults.hpp"
+#include "config/input_file.hpp"
 #include "gpu/build_cache.hpp"
 #include "gpu/device_lock.hpp"
 #include "gpu/devices.hpp"
@@ -45,9 +46,7 @@ struct stream_entry {
 /// Reads `task<TAB>candidate` lines (paths relative to the manifest's folder; `#` starts a
 /// comment); throws naming the file and line of the first bad one.
 std::vector<stream_entry> read_manifest(const std::string& path) {
-  std::ifstream in{path};
-  if (!in)
-    throw std::runtime_error("cannot read stream manifest " + path);
+  std::istringstream in{read_input_file(path, "stream manifest", max_manifest_bytes)};
   auto base = fs::path{path}.parent_path();
   std::vector<stream_entry> out;
   std::string line;

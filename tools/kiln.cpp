@@ -1,6 +1,8 @@
 // The kiln program: subcommands over the actors library.
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <unistd.h>
 
@@ -11,6 +13,21 @@
 #include "config/log_sink.hpp"
 #include "config/secrets.hpp"
 #include "tools/cli.hpp"
+
+namespace {
+
+// Like the config's `timeout_s` (above 0, at most a day): CLI::Range lets NaN through.
+const CLI::Validator seconds_flag{
+    [](const std::string& text) -> std::string {
+      char* end = nullptr;
+      double v = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v <= 0 || v > 86400)
+        return "must be a number of seconds above 0 and at most 86400, not '" + text + "'";
+      return {};
+    },
+    "SECONDS"};
+
+} // namespace
 
 int main(int argc, char** argv) {
   // spdlog's own default logger writes to stdout, which carries the JSON of every `--json`
@@ -41,7 +58,7 @@ int main(int argc, char** argv) {
   task_opt->needs(cand_opt);
   cand_opt->needs(task_opt);
   ev->add_option("--device", ea.device, "cpu or cuda:N")->capture_default_str();
-  ev->add_option("--timeout", ea.timeout_s, "seconds per runner process");
+  ev->add_option("--timeout", ea.timeout_s, "seconds per runner process")->check(seconds_flag);
   ev->add_flag("--json", ea.json, "print the verdict as JSON");
   ev->add_option("--config", ea.config, "take [evaluator] settings from this config");
 
@@ -65,7 +82,8 @@ int main(int argc, char** argv) {
   llm->add_option("--profile", la.profile, "the [llm.<name>] profile")->required();
   llm->add_option("--prompt", la.prompt, "the prompt text")->required();
   llm->add_option("--system", la.system, "system prompt (default: the profile's)");
-  llm->add_option("--max-tokens", la.max_tokens, "reply limit (default: the profile's)");
+  llm->add_option("--max-tokens", la.max_tokens, "reply limit (default: the profile's)")
+      ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
   llm->add_flag("--json", la.json, "print text, tokens and cost as JSON");
   llm->add_option("--repeat", la.repeat,
                   "send the prompt N times and report latencies, CPU time "

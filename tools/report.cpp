@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "config/input_file.hpp"
 #include "gpu/json_text.hpp"
 #include "tools/cli.hpp"
 
@@ -63,12 +64,7 @@ void quiet_logging() {
 }
 
 std::string read_text(const std::string& path, const std::string& what) {
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    throw std::runtime_error("cannot read " + what + " " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_input_file(path, what, what == "task" ? max_task_bytes : max_candidate_bytes);
 }
 
 std::vector<task_spec> find_tasks(const std::vector<std::string>& paths) {
@@ -86,8 +82,8 @@ std::vector<task_spec> find_tasks(const std::vector<std::string>& paths) {
         throw std::runtime_error("task folder " + p + " holds no .py task files");
       std::sort(found.begin(), found.end(), task_order);
       files.insert(files.end(), found.begin(), found.end());
-    } else if (fs::is_regular_file(path, err)) {
-      files.push_back(path);
+    } else if (fs::is_regular_file(path, err) || fs::exists(path, err)) {
+      files.push_back(path); // anything else there is refused by name when it is read
     } else {
       throw std::runtime_error("task path " + p + " does not exist");
     }

@@ -471,9 +471,9 @@ TEST_CASE("text that is not a file resolves paths against the current directory"
 
 TEST_CASE("a file that cannot be read says why") {
   auto missing = (tmp_dir() / "does-not-exist.toml").string();
-  CHECK(error_of(missing) == "cannot read " + missing + ": No such file or directory");
+  CHECK(error_of(missing) == "cannot read config " + missing + ": No such file or directory");
   auto dir = tmp_dir().string();
-  CHECK(error_of(dir) == "cannot read " + dir + ": Is a directory");
+  CHECK(error_of(dir) == "config " + dir + " is a directory, not a regular file");
 }
 
 TEST_CASE("an HTTP profile takes every transport, reasoning and price key") {
