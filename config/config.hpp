@@ -58,6 +58,9 @@ struct evaluator_config {
   int64_t pool_size = defaults::pool_size;
   double memory_limit_gb = defaults::memory_limit_gb;
   std::string sandbox = defaults::sandbox;
+  /// The account runners run as when kiln is root (docs/security.md); empty: `kiln-runner`,
+  /// else an unused uid in 64000-64999.
+  std::string runner_user;
   int64_t retime_rounds = defaults::retime_rounds;
   int64_t retime_top = defaults::retime_top;
   /// Seconds to wait for another kiln process to let go of a device (gpu/device_lock.hpp).

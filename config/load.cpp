@@ -440,6 +440,7 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
              "pool_size",
              "memory_limit_gb",
              "sandbox",
+             "runner_user",
              "retime_rounds",
              "retime_top",
              "borderline_trials",
@@ -475,6 +476,7 @@ void read_evaluator(reader& r, const toml::table& t, evaluator_config& ev) {
   s.integer("pool_size", ev.pool_size, between(0, 64));
   s.number("memory_limit_gb", ev.memory_limit_gb, at_least(0));
   s.choice("sandbox", ev.sandbox, sandbox_modes);
+  s.string("runner_user", ev.runner_user);
   s.integer("retime_rounds", ev.retime_rounds, between(0, 100));
   s.integer("retime_top", ev.retime_top, between(1, 100));
   s.integer("borderline_trials", ev.borderline_trials, between(0, 100));

@@ -678,6 +678,7 @@ std::string runner_suspicion(const runner_report& r, bool cuda) {
 sandbox_policy runner_sandbox(const eval_settings& settings) {
   sandbox_policy p;
   p.mode = parse_sandbox_mode(settings.cfg.sandbox);
+  p.user = settings.cfg.runner_user;
   // A folder the engine's runners share and kiln reads nothing from (tests hand files to their
   // stand-in interpreters through it); made here because a sandboxed runner could not create
   // it in the read-only work_dir. The shared build cache is not writable at all: runners stage

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -17,12 +18,14 @@
 #include "actors/compiler.hpp"
 #include "actors/supervisor.hpp"
 #include "config/defaults.hpp"
+#include "config/log_sink.hpp"
 #include "gpu/build_cache.hpp"
 #include "gpu/device_lock.hpp"
 #include "gpu/devices.hpp"
+#include "gpu/evaluate.hpp"
 #include "gpu/python.hpp"
+#include "gpu/sandbox.hpp"
 #include "messages/error.hpp"
-#include "config/log_sink.hpp"
 #include "messages/register.hpp"
 #include "tools/cli.hpp"
 
@@ -108,6 +111,55 @@ void print_progress(const task_progress& p, bool ended) {
                static_cast<long long>(p.correct), p.best_speedup);
 }
 
+/// Runs every task's reference once before any query: a task whose reference does not import or
+/// run would spend its whole budget on candidates that can only fail. One thread per device
+/// (its first lane's settings, so that the eager timings land in the cache the evaluations
+/// read). Returns the usable tasks; reports each one left out on stderr and in the log.
+std::vector<task_spec> check_references(const run_plan& plan) {
+  std::vector<const eval_settings*> per_device;
+  for (const auto& e : plan.evaluators)
+    if (std::none_of(per_device.begin(), per_device.end(),
+                     [&](const eval_settings* d) { return d->device == e.device; }))
+      per_device.push_back(&e);
+  std::vector<std::string> problem(plan.tasks.size());
+  std::vector<std::thread> threads;
+  for (size_t d = 0; d < per_device.size(); ++d)
+    threads.emplace_back([&, d] {
+      auto s = *per_device[d];
+      s.work_dir = (fs::path{s.work_dir}.parent_path() / ("check-" + s.device)).string();
+      try {
+        evaluation_engine engine{s};
+        for (size_t t = d; t < plan.tasks.size(); t += per_device.size()) {
+          auto r = engine.time_reference(plan.tasks[t], "");
+          if (!r.ok)
+            problem[t] = r.reason.empty() ? "it gave no timing" : r.reason;
+        }
+      } catch (const std::exception& e) {
+        for (size_t t = d; t < plan.tasks.size(); t += per_device.size())
+          if (problem[t].empty())
+            problem[t] = std::string{"evaluator: "} + e.what();
+      }
+    });
+  for (auto& th : threads)
+    th.join();
+  std::vector<task_spec> usable;
+  for (size_t t = 0; t < plan.tasks.size(); ++t) {
+    if (problem[t].empty()) {
+      usable.push_back(plan.tasks[t]);
+      continue;
+    }
+    // The runner's words are a candidate's ("the candidate raised ..."): here it is the task's.
+    auto why = problem[t];
+    for (auto [from, to] : {std::pair{"importing the candidate", "importing the task"},
+                            std::pair{"the candidate", "the reference"}})
+      if (auto at = why.find(from); at != std::string::npos)
+        why.replace(at, std::strlen(from), to);
+    spdlog::error("kiln: task {} ({}): its reference does not run, so the run leaves it out: {}",
+                  plan.tasks[t].name, plan.tasks[t].path, why);
+  }
+  return usable;
+}
+
 } // namespace
 
 int run(const run_args& args) {
@@ -170,6 +222,19 @@ int run(const run_args& args) {
     std::cerr << "kiln: " << e.what() << "\n";
     return 1;
   }
+  {
+    const auto& id = identity_for(plan.cfg.evaluator.runner_user);
+    spdlog::info("sandbox ({}): {}; user: {}", plan.cfg.evaluator.sandbox,
+                 probe_sandbox().description(),
+                 id.available ? id.name : "the invoking user's (" + id.why_not + ")");
+  }
+  std::fprintf(stderr, "kiln: checking the references of %zu task(s)\n", plan.tasks.size());
+  auto usable = check_references(plan);
+  if (usable.empty()) {
+    spdlog::error("kiln: no task of the run has a reference that runs; nothing to search");
+    return 2;
+  }
+  plan.tasks = std::move(usable);
 
   caf::actor_system_config cfg;
   add_message_types(cfg);

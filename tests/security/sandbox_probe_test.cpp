@@ -224,3 +224,49 @@ call("fork", lambda: os.waitpid(os.fork() or os._exit(0), 0))
   auto control = run({"/usr/bin/python3", "-I", "-c", probe, "control"}, dir, nullptr);
   CHECK(control.out.find("inet ok\n") != std::string::npos);
 }
+
+TEST_CASE("a sandboxed runner cannot read root's or the system's secrets", "[security]") {
+  if (!full_sandbox() || ::geteuid() != 0) {
+    WARN("needs root and a full sandbox: " << kiln::probe_sandbox().description());
+    return;
+  }
+  // A secret of root's own, made here so that the probe does not depend on the machine's files.
+  const std::string own = "/root/.kiln-probe-secret";
+  { std::ofstream{own} << "root-only-" << planted_key << "\n"; }
+  fs::permissions(own, fs::perms::owner_read | fs::perms::owner_write);
+  // Unable to look into /root at all, the runner cannot even tell that a file exists there.
+  const char* probe = "for f in /etc/shadow /root/.bashrc /root/.kiln-probe-secret; do "
+                      "head -c 64 \"$f\" >/dev/null 2>&1 && "
+                      "echo \"$f read\" || echo \"$f denied\"; done";
+  auto dir = scratch("reads");
+  auto policy = confined(dir);
+  auto in = run({"/bin/sh", "-c", probe}, dir, &policy);
+  auto control = run({"/bin/sh", "-c", probe}, dir, nullptr);
+  fs::remove(own);
+  INFO(in.out << in.err << control.out);
+  REQUIRE(in.proc.exit_code == 0);
+  CHECK(in.out.find("/root/.kiln-probe-secret denied\n") != std::string::npos);
+  CHECK(in.out.find(" read\n") == std::string::npos);
+  CHECK(in.out.find("/root/.bashrc denied\n") != std::string::npos);
+  CHECK(in.out.find("/etc/shadow denied\n") != std::string::npos);
+  // Unconfined, as root, every one of them is read: the probe can find what it looks for.
+  CHECK(control.out.find("/root/.kiln-probe-secret read\n") != std::string::npos);
+}
+
+TEST_CASE("what a sandboxed runner leaves in /dev/shm is gone with it", "[security]") {
+  if (!full_sandbox() || !kiln::probe_sandbox().private_tmp) {
+    WARN("needs a full sandbox with a mount namespace: " << kiln::probe_sandbox().description());
+    return;
+  }
+  const std::string name = "kiln-probe-shm-" + std::to_string(::getpid());
+  auto dir = scratch("shm");
+  auto policy = confined(dir);
+  auto in = run({"/bin/sh", "-c", "echo x > /dev/shm/" + name + " && echo wrote"}, dir, &policy);
+  INFO(in.err);
+  REQUIRE(in.proc.exit_code == 0);
+  CHECK(in.out == "wrote\n");
+  CHECK_FALSE(fs::exists("/dev/shm/" + name));
+  // A second runner sees nothing of the first's.
+  auto next = run({"/bin/sh", "-c", "ls /dev/shm/ | grep -c kiln-probe-shm || true"}, dir, &policy);
+  CHECK(next.out == "0\n");
+}
