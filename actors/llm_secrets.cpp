@@ -62,8 +62,7 @@ std::string load_api_key(const llm_profile_config& p) {
 std::string redact(std::string text, const std::string& key) {
   if (key.size() >= 8) {
     static const std::string mask = "<redacted>";
-    for (size_t at = text.find(key); at != std::string::npos;
-         at = text.find(key, at + mask.size()))
+    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + mask.size()))
       text.replace(at, key.size(), mask);
   }
   return secrets::redact(std::move(text));

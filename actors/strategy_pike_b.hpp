@@ -1,7 +1,7 @@
 #pragma once
 
 // PIKE-B, first version: a branching search seeded by a brainstorm and repaired by an error
-// fixer (see shared/research/PIKE.md §3).
+// fixer (the PIKE paper, arXiv 2511.16964; docs/strategies.md).
 //
 //   facts ──> brainstorm ──> phase 0: one `optimize` per idea
 //                               │  each candidate: query ─> evaluate ─┬─ correct: keep

@@ -1,7 +1,7 @@
 #pragma once
 
 // PIKE-O: island evolution with a MAP-Elites grid and an elite archive, after PIKE's OpenEvolve
-// fork (shared/research/PIKE.md §4.2).
+// fork (the PIKE paper, arXiv 2511.16964; docs/strategies.md).
 //
 //   seed: the reference is the first program of every island (never a parent once others exist)
 //   iteration: pick an island (round robin) and a parent from it:

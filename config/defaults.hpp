@@ -49,7 +49,7 @@ inline constexpr int64_t timing_rounds = 3;
 /// Extra input seeds a borderline mismatch (a handful of values just outside the tolerance) is
 /// re-checked on before it is called; 0 = none, any value outside makes it incorrect.
 inline constexpr int64_t borderline_trials = 8;
-/// `kiln` or `pike` (one trial, seeds 0 and 1, mean timing), see DESIGN.md.
+/// `kiln` or `pike` (one trial, seeds 0 and 1, mean timing), see docs/evaluation.md.
 inline constexpr const char* mode = "kiln";
 /// Shared build caches (extensions, precompiled headers, Triton) and cached reference timings.
 /// Empty: `$XDG_CACHE_HOME/kiln`, else `$HOME/.cache/kiln`.

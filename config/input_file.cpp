@@ -58,8 +58,8 @@ std::string read_input_file(const std::string& path, const std::string& what, si
   if (!S_ISREG(st.st_mode))
     throw fail(std::string{"is "} + kind_of(st.st_mode) + ", not a regular file");
   if (static_cast<unsigned long long>(st.st_size) > max_bytes)
-    throw fail("has " + std::to_string(st.st_size) + " bytes, more than the "
-               + size_text(max_bytes) + " allowed");
+    throw fail("has " + std::to_string(st.st_size) + " bytes, more than the " + size_text(max_bytes)
+               + " allowed");
   std::string text;
   text.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];

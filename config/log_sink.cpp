@@ -37,8 +37,7 @@ private:
 
 std::shared_ptr<spdlog::logger> redacting_logger(const std::string& name,
                                                  std::vector<spdlog::sink_ptr> sinks) {
-  return std::make_shared<spdlog::logger>(name,
-                                          std::make_shared<redacting_sink>(std::move(sinks)));
+  return std::make_shared<spdlog::logger>(name, std::make_shared<redacting_sink>(std::move(sinks)));
 }
 
 } // namespace kiln

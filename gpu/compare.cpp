@@ -1,5 +1,5 @@
 // The only translation unit of kiln that sees libtorch. It includes the unpickler and the
-// per-operator ATen headers it needs instead of <torch/torch.h> (BUILD-NOTES §2: 25-55 s).
+// per-operator ATen headers it needs instead of <torch/torch.h> (25-55 s of compile each).
 
 #include "gpu/compare.hpp"
 #include "config/rules.hpp"
@@ -37,7 +37,7 @@
 #include <tuple>
 #include <utility>
 
-// What "correct" means here (DESIGN.md, "Evaluation rules"):
+// What "correct" means here (docs/evaluation.md):
 //   1. structure: same number of outputs, and per output the same shape and dtype -> else
 //      `rejected`; a candidate output that is not a dense tensor is `rejected` too;
 //   2. numerics, in float64 on the CPU, chunk by chunk so that big outputs do not need several

@@ -77,7 +77,7 @@ template <class Inspector> typename Inspector::result_type inspect(Inspector& f,
            x.speedup_hi);
 }
 
-/// The verdict kinds of DESIGN.md, in the order a candidate can fail them.
+/// The verdict kinds (docs/evaluation.md), in the order a candidate can fail them.
 enum class verdict_status : uint8_t {
   correct,
   incorrect, ///< numerics differ beyond the tolerance

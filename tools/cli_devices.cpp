@@ -170,7 +170,8 @@ int devices(bool json) {
   std::printf("nvml: %s\n", nvml.available() ? "loaded" : nvml.problem().c_str());
   const auto& id = identity_for("");
   std::printf("sandbox: %s; user: %s\n", probe_sandbox().description().c_str(),
-              id.available ? id.name.c_str() : ("the invoking user's (" + id.why_not + ")").c_str());
+              id.available ? id.name.c_str()
+                           : ("the invoking user's (" + id.why_not + ")").c_str());
   std::printf("device locks: %s\n", lock_dir.empty() ? "none" : lock_dir.c_str());
   return 0;
 }

@@ -607,8 +607,7 @@ def _ninja_default(path):
 # -- precompiled header --------------------------------------------------------------------------
 #
 # load_inline's main.cpp starts with `#include <torch/extension.h>`, which is most of its compile
-# time. A PCH of that header, built with exactly the flags torch uses for the TU, halves it
-# (BUILD-NOTES §5). Building one costs ~52 s and 650 MB, so a build never waits for it: a miss
+# time. A PCH of that header, built with exactly the flags torch uses for the TU, halves it. Building one costs ~52 s and 650 MB, so a build never waits for it: a miss
 # without a PCH stages a request (<stage>/pch-requests/), kiln publishes it under
 # <cache>/pch/requests/ and builds the header when a compile worker is idle
 # (compile_engine::build_pch: a runner stages it in <stage>/pch/<key>/, kiln publishes it);
@@ -757,7 +756,7 @@ def build_pch(torch, job):
         os.makedirs(os.path.join(staging, "torch"))
         try:
             # The header must lie beside its .gch: a source that includes torch/extension.h
-            # again must find it there (BUILD-NOTES §5). A copy, not a link: kiln publishes
+            # again must find it there. A copy, not a link: kiln publishes
             # regular files only, and GCC knows the copy as the header the PCH was made of.
             shutil.copyfile(plan["header"], os.path.join(staging, "torch", "extension.h"))
             cmd = ([plan["cxx"], "-x", "c++-header"] + plan["cflags"] + plan["post"]

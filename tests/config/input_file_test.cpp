@@ -73,7 +73,8 @@ TEST_CASE("what is not a regular file is refused at once, by name", "[input]") {
 TEST_CASE("a file over its cap is refused with its size", "[input]") {
   auto p = (input_dir() / "big.py").string();
   std::ofstream{p} << std::string(2048, '#');
-  CHECK(error_of(p, 1024) == "candidate " + p + " has 2048 bytes, more than the 1024 bytes allowed");
+  CHECK(error_of(p, 1024)
+        == "candidate " + p + " has 2048 bytes, more than the 1024 bytes allowed");
   CHECK(error_of(p, size_t{1} << 20) == "no error");
 }
 

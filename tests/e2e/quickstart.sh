@@ -1,6 +1,6 @@
 #!/bin/sh
 # The quickstart run, end to end, on three bundled tasks with a small budget: the run directory
-# has everything DESIGN.md names, and the budget holds.
+# has everything docs/archive.md names, and the budget holds.
 set -u
 kiln=$1; src=$2; tmp=$3
 rm -rf "$tmp"; mkdir -p "$tmp"
