@@ -26,4 +26,14 @@ inline constexpr double low_signal_max_rel_l2 = 0.1;
 /// is replaced by the new one (the cache is a hint; the speedup never uses it).
 inline constexpr double reference_disagreement = 0.05;
 
+/// The outside clock (gpu/outside_clock.hpp): steady batches must hold at least this share of
+/// the parent's span of them (honest: the events sit inside the stamps, ~0.9-1.0)...
+inline constexpr double outside_batch_share = 0.7;
+/// ...and a candidate's per-call time that the parent saw but its samples leave out may exceed
+/// the reference's by at most this share of its median sample, plus a slack: this much, and this
+/// share of the reference's own (on a loaded 2-core host the two differ by up to ~0.25 ms).
+inline constexpr double outside_unreported_share = 0.25;
+inline constexpr double outside_unreported_slack_ms = 0.05;
+inline constexpr double outside_unreported_slack_share = 0.5;
+
 } // namespace kiln::rules

@@ -114,6 +114,23 @@ void add_from_environment() {
   }
 }
 
+std::string clean(std::string text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) {
+      static const char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return redact(std::move(out));
+}
+
 std::string redact(std::string text) {
   {
     std::lock_guard<std::mutex> guard{mtx};

@@ -23,6 +23,12 @@ void add_from_environment();
 /// (whether or not kiln knows that token).
 std::string redact(std::string text);
 
+/// Untrusted text (what a candidate printed, raised or made a compiler say) made safe to print,
+/// log and store: `redact`ed, and every control character but newline and tab written out as
+/// `\xNN`, so that it cannot clear a terminal, move its cursor, retitle its window or hide a line
+/// behind a carriage return.
+std::string clean(std::string text);
+
 /// True when `text` holds a known secret (the check of tests and of `redact`'s callers that
 /// must refuse rather than mask).
 bool contains_secret(std::string_view text);

@@ -27,6 +27,7 @@
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
+#include "config/secrets.hpp"
 #include "gpu/build_cache.hpp"
 #include "gpu/harness.hpp"
 #include "gpu/process.hpp"
@@ -285,12 +286,13 @@ void apply_compile_outcome(const compile_outcome& c, verdict& v) {
   if (!c.failed)
     return;
   v.status = c.status;
-  v.reason = c.reason;
+  // The compiler quotes the candidate's code: untrusted text, as a runner's output is.
+  v.reason = secrets::clean(c.reason);
   v.code = c.reason.rfind("extension '", 0) == 0             ? "build_failed"
            : c.reason.find("timed out") != std::string::npos ? "timeout"
                                                              : "compile_stage_failed";
-  v.stdout_tail = c.stdout_tail;
-  v.stderr_tail = c.stderr_tail;
+  v.stdout_tail = secrets::clean(c.stdout_tail);
+  v.stderr_tail = secrets::clean(c.stderr_tail);
 }
 
 } // namespace kiln

@@ -203,6 +203,11 @@ int confine_self(const confinement& c, sandbox_stage& stage) {
     stage = sandbox_stage::landlock;
     if (int err = add_rule(c.landlock_fd, "/proc/self", 0, c.proc_self_rights); err != 0)
       return err;
+    // Reads of /proc: in a PID namespace of its own the runner's /proc was mounted after fork,
+    // and the parent's rule names the host's.
+    if (int err = add_rule(c.landlock_fd, "/proc", O_DIRECTORY, ll::fs_read_file | ll::fs_read_dir);
+        err != 0)
+      return err;
     // The runner's own /dev/shm: a tmpfs mounted after fork, which no rule made in the parent
     // can name.
     if (c.private_shm)

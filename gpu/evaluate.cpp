@@ -106,9 +106,11 @@ namespace {
 // A verdict's text is the candidate's to shape: what it prints, raises or makes a build say
 // reaches the log, the archive and the error fixer's prompt. A secret it found goes no further.
 verdict redacted(verdict v) {
-  v.reason = secrets::redact(std::move(v.reason));
-  v.stdout_tail = secrets::redact(std::move(v.stdout_tail));
-  v.stderr_tail = secrets::redact(std::move(v.stderr_tail));
+  v.reason = secrets::clean(std::move(v.reason));
+  v.stdout_tail = secrets::clean(std::move(v.stdout_tail));
+  v.stderr_tail = secrets::clean(std::move(v.stderr_tail));
+  for (auto& note : v.notes)
+    note = secrets::clean(std::move(note));
   return v;
 }
 

@@ -650,6 +650,8 @@ verdict evaluation::timing() {
     return broken_reference("ended while timed beside the candidate");
   if (auto problem = timing_problem(cand_); !problem.empty())
     return finish(vs::rejected, "timing_invalid", "candidate runner " + problem);
+  if (auto problem = outside_problem(); !problem.empty())
+    return finish(vs::rejected, "timing_invalid", "candidate runner " + problem);
   if (ref_.samples_ms.empty())
     return broken_reference("no timing samples beside the candidate");
   if (auto problem = timing_problem(ref_); !problem.empty())
@@ -734,6 +736,36 @@ verdict evaluation::timing() {
   if (v_.statistic == "steady")
     why << " (steady state)";
   return finish(vs::correct, "ok", why.str());
+}
+
+std::string evaluation::outside_problem() {
+  // Only a gated runner in kiln mode stamps its loop; one that was told to time and stamped
+  // nothing at all dropped the stamps (or never ran the harness's loop).
+  if (!cand_job_.gate || pike_)
+    return {};
+  const bool ref_stamped = paired_ && ref_job_.gate;
+  if (ref_stamped) {
+    // The trusted loop checked the same way: a reference that disagrees says the parent's
+    // clock is unreliable here (a starved host), not that the candidate cheated.
+    if (auto own = outside_clock_problem(ref_.stamps, ref_.samples_ms, ref_.blocks); !own.empty()) {
+      spdlog::warn("evaluator {}: the reference's {}; the outside clock is not checked",
+                   engine_.settings_.device, own);
+      v_.notes.push_back("timing: not checked against the parent's clock (the reference's own "
+                         "figures disagreed with it: a starved host?)");
+      return {};
+    }
+  }
+  auto problem = outside_clock_problem(cand_.stamps, cand_.samples_ms, cand_.blocks,
+                                       ref_stamped ? &ref_.stamps : nullptr,
+                                       ref_stamped ? &ref_.samples_ms : nullptr);
+  spdlog::debug("evaluator {}: outside clock: {} samples, {} batches at {:.3f} of the parent's "
+                "span (reference {:.3f}); unreported per call {:.4f} ms (reference {:.4f} ms)",
+                engine_.settings_.device, cand_.stamps.call_ms.size(), cand_.stamps.batch_ms.size(),
+                batch_share(cand_.stamps, cand_.blocks),
+                ref_stamped ? batch_share(ref_.stamps, ref_.blocks) : -1.0,
+                unreported_ms(cand_.stamps, cand_.samples_ms),
+                ref_stamped ? unreported_ms(ref_.stamps, ref_.samples_ms) : -1.0);
+  return problem;
 }
 
 void evaluation::update_reference_cache() {

@@ -47,6 +47,8 @@ private:
   runner_failure reference_problem(const runner_report& ref, bool ended) const;
   verdict reference_failed(const runner_report& ref, const runner_failure& f);
   void keep_reference_outputs();
+  /// Why the candidate's timing cannot be true by the parent's clock (gpu/outside_clock.hpp).
+  std::string outside_problem();
   void update_reference_cache();
   /// Closes `quiet` and puts its foreign-load note, if any, into the verdict.
   void quiet_note(std::optional<quiet_window>& quiet);

@@ -96,6 +96,10 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
     std::vector<bool> failed(n + 1, false);
     configure_quiet_host(quiet_host_settings_from(cfg));
     for (int round = 0; round < rounds; ++round) {
+      // This round's reference, whose loop overhead calibrates the outside clock's check of
+      // the candidates timed after it.
+      std::optional<runner_report> round_ref;
+      bool clock_reliable = true;
       for (size_t e : interleaved_order(n + 1, round)) {
         if (failed[e])
           continue;
@@ -165,6 +169,22 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
           problem = "result.json was not written by the harness (wrong nonce)";
         if (problem.empty() && gated && !rep.gate_go)
           problem = "timed without the evaluator's go at its gate";
+        if (problem.empty() && gated && e == 0) {
+          // A reference that disagrees with the parent's clock says the clock is unreliable
+          // here (a starved host): this round's candidates are then not checked against it.
+          auto own = outside_clock_problem(rep.stamps, rep.samples_ms, rep.blocks);
+          clock_reliable = own.empty();
+          if (clock_reliable)
+            round_ref = rep;
+          else
+            spdlog::warn("evaluator {}: re-timing {}: the reference's {}; round {} is not "
+                         "checked against the parent's clock",
+                         settings_.device, job.task.name, own, round + 1);
+        } else if (problem.empty() && gated && clock_reliable) {
+          problem = outside_clock_problem(rep.stamps, rep.samples_ms, rep.blocks,
+                                          round_ref ? &round_ref->stamps : nullptr,
+                                          round_ref ? &round_ref->samples_ms : nullptr);
+        }
         if (!problem.empty()) {
           if (e == 0) {
             r.error = "reference failed in round " + std::to_string(round + 1) + ": " + problem;

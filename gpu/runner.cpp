@@ -564,7 +564,7 @@ runner_report run_runner(const runner_context& ctx, const runner_job& job, doubl
     auto runner = hand_over(ctx, shared, r, job_path);
     if (!runner)
       return r;
-    r.proc = runner->run(job_path, timeout_s, 2, asker(shared, r, gate, runner->pid()));
+    r.proc = runner->run(job_path, timeout_s, 2, asker(shared, r, gate, runner->pid()), &r.stamps);
   } else {
     r.dir = job.dir;
     // The job's folder is the runner's own (HOME, its tmp/ as /tmp, its staging): the rest of
@@ -635,7 +635,8 @@ async_runner::async_runner(const runner_context& ctx, const runner_job& job, dou
   // The thread owns the gate: the runner's process outlives neither.
   thread_ = std::thread{[this, timeout_s, job_path, gate = std::move(gate),
                          ended = std::move(ended), runner = std::move(runner)]() mutable {
-    report_.proc = runner->run(job_path, timeout_s, 2, asker(job_, report_, gate, pid_));
+    report_.proc =
+        runner->run(job_path, timeout_s, 2, asker(job_, report_, gate, pid_), &report_.stamps);
     runner.reset();
     if (ended)
       ended();

@@ -154,6 +154,8 @@ struct runner_report {
   /// The parent answered `time` at the gate. Timing samples from a gated job without it were
   /// taken by a runner that got past its gate.
   bool gate_go = false;
+  /// The parent's stamps of the timing loop (gated pooled runners in kiln mode).
+  outside_clock stamps;
   std::string nonce; ///< as result.json reports it
   /// What kiln published into the build cache from the runner's staging folder.
   staging_report staged;

@@ -76,7 +76,8 @@ void send_all(int fd, const std::string& text) {
 
 process_result runner_process::run(const std::string& job_path, double timeout_s,
                                    double kill_grace_s,
-                                   const std::function<std::string(const std::string&)>& gate) {
+                                   const std::function<std::string(const std::string&)>& gate,
+                                   outside_clock* stamps) {
   send_all(control_, job_path + "\n");
   if (!gate) {
     ::close(control_);
@@ -85,6 +86,7 @@ process_result runner_process::run(const std::string& job_path, double timeout_s
   }
   // The runner says `trials` when its outputs are on disk and waits for `time`, `block` or
   // `stop`; after each block of a paired timing it says `block` and waits for `block` or `done`.
+  // While it times, its stamps come the same way (gpu/outside_clock.hpp).
   std::string buffer;
   auto on_readable = [&]() -> bool {
     char buf[256];
@@ -93,10 +95,13 @@ process_result runner_process::run(const std::string& job_path, double timeout_s
       return false;
     if (got < 0)
       return true;
+    const auto arrived = outside_clock::clock::now();
     buffer.append(buf, static_cast<size_t>(got));
     for (size_t nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
       std::string message = buffer.substr(0, nl);
       buffer.erase(0, nl + 1);
+      if (stamps != nullptr && stamps->take(message, arrived))
+        continue;
       if (message == "trials" || message == "block")
         send_all(control_, gate(message) + "\n");
     }

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/outside_clock.hpp"
 #include "gpu/process.hpp"
 #include "gpu/sandbox.hpp"
 
@@ -70,8 +71,11 @@ public:
   /// With `gate`, what the runner says on its control socket (`trials` when its outputs are on
   /// disk, `block` after each block of a paired timing) is answered with `gate(message)`:
   /// `time`, `block`, `done` or `stop` (docs/evaluation.md, "The runner protocol").
+  /// With `stamps`, the timing loop's stamps on the same socket are taken down as they arrive
+  /// (gpu/outside_clock.hpp).
   process_result run(const std::string& job_path, double timeout_s, double kill_grace_s = 2,
-                     const std::function<std::string(const std::string&)>& gate = {});
+                     const std::function<std::string(const std::string&)>& gate = {},
+                     outside_clock* stamps = nullptr);
 
   /// From now on the caller removes the folder; by default it goes with this object.
   void keep_dir() { owns_dir_ = false; }

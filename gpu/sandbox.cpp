@@ -237,9 +237,9 @@ sandbox_support probe() {
 }
 
 uint64_t handled_fs_rights(int abi) {
-  uint64_t rights = ll::fs_write_file | ll::fs_remove_dir | ll::fs_remove_file | ll::fs_make_char
-                    | ll::fs_make_dir | ll::fs_make_reg | ll::fs_make_sock | ll::fs_make_fifo
-                    | ll::fs_make_block | ll::fs_make_sym;
+  uint64_t rights = ll::fs_read_rights | ll::fs_write_file | ll::fs_remove_dir | ll::fs_remove_file
+                    | ll::fs_make_char | ll::fs_make_dir | ll::fs_make_reg | ll::fs_make_sock
+                    | ll::fs_make_fifo | ll::fs_make_block | ll::fs_make_sym;
   if (abi >= 2)
     rights |= ll::fs_refer;
   if (abi >= 3)
@@ -252,13 +252,14 @@ bool allow_path(int ruleset, const std::string& path, uint64_t rights, int abi,
                 std::string& error) {
   int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
   if (fd < 0) {
-    error = "sandbox: cannot open writable path '" + path + "': " + errno_text(errno);
+    error = "sandbox: cannot open the runner's path '" + path + "': " + errno_text(errno);
     return false;
   }
   rights &= handled_fs_rights(abi);
   struct stat st {};
   if (::fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode))
-    rights &= ll::fs_write_file | (abi >= 3 ? ll::fs_truncate : 0);
+    rights &=
+        ll::fs_execute | ll::fs_read_file | ll::fs_write_file | (abi >= 3 ? ll::fs_truncate : 0);
   ll::path_beneath_attr attr{rights, fd};
   long rc = ::syscall(SYS_landlock_add_rule, ruleset, ll::rule_path_beneath, &attr, 0);
   int err = errno;
@@ -272,6 +273,42 @@ bool allow_path(int ruleset, const std::string& path, uint64_t rights, int abi,
 
 /// Device files a runner opens for writing: /dev/null (subprocess' DEVNULL, shells) and, on a
 /// GPU host, the NVIDIA files that CUDA opens O_RDWR.
+/// What every runner reads besides kiln's own folders: programs, libraries and their data, the
+/// system's configuration, devices and the kernel's views. Not /home, /root, /tmp, /var, /srv,
+/// /mnt, /media or /run (other users' files, the host's sockets), unless kiln names a folder
+/// there (sandbox_policy::keep_in_tmp, read_paths).
+const char* const system_read_paths[] = {"/usr",
+                                         "/bin",
+                                         "/sbin",
+                                         "/lib",
+                                         "/lib32",
+                                         "/lib64",
+                                         "/libx32",
+                                         "/etc",
+                                         "/opt",
+                                         "/sys",
+                                         "/dev",
+                                         "/proc",
+                                         "/run/nvidia-persistenced"};
+
+/// Read rules for the system's folders, kiln's folders the policy names, and `program`.
+bool allow_reads(int fd, const sandbox_policy& policy, const std::string& program, int abi,
+                 std::string& error) {
+  std::vector<std::string> paths{std::begin(system_read_paths), std::end(system_read_paths)};
+  paths.insert(paths.end(), policy.keep_in_tmp.begin(), policy.keep_in_tmp.end());
+  paths.insert(paths.end(), policy.read_paths.begin(), policy.read_paths.end());
+  if (!program.empty())
+    paths.push_back(program);
+  for (const auto& path : paths) {
+    struct stat st {};
+    if (path.empty() || ::stat(path.c_str(), &st) != 0)
+      continue; // a folder this machine does not have
+    if (!allow_path(fd, path, ll::fs_read_rights, abi, error))
+      return false;
+  }
+  return true;
+}
+
 std::vector<std::string> device_files() {
   std::vector<std::string> out = {"/dev/null"};
   if (DIR* dev = ::opendir("/dev")) {
@@ -352,7 +389,8 @@ std::string sandbox_support::description() const {
                      : "TMPDIR only, /tmp and /dev/shm are the host's (" + private_tmp_error + ")";
   std::string files = "files: ";
   files += landlock_abi > 0 ? "landlock ABI " + std::to_string(landlock_abi)
-                                  + " (writes only to the runner's own folders)"
+                                  + " (reads: the system's folders and kiln's; writes: only the "
+                                    "runner's own folders)"
                             : "not isolated (landlock: " + landlock_error + ")";
   std::string calls = "syscalls: ";
   calls += seccomp ? "seccomp filter" : "not filtered (" + seccomp_error + ")";
@@ -712,6 +750,8 @@ bool prepare_sandbox(const sandbox_policy& policy, sandbox_plan& plan, std::stri
     for (const auto& dir : policy.writable_dirs)
       if (!allow_path(fd, dir, rights, support.landlock_abi, error))
         return false;
+    if (!allow_reads(fd, policy, program, support.landlock_abi, error))
+      return false;
     // A rule of its own: Landlock matches the inodes along a path, and beneath the bind mount
     // /tmp the walk goes from the folder (the mount's root) to /, never through the runner's
     // folder that holds it.

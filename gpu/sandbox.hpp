@@ -11,9 +11,11 @@
 //   tmp      with a mount namespace, the runner's own folder is bind-mounted over /tmp and a
 //            size-limited tmpfs over /dev/shm (mounts private: nothing propagates to the host);
 //            else /tmp and /dev/shm stay the host's and only TMPDIR is the runner's
-//   files    Landlock handles only the write-type rights, allowed beneath the writable folders,
-//            the private /tmp and /dev/shm, /dev/null and the NVIDIA device files; reads, exec
-//            and ioctls stay free
+//   files    Landlock: writes only beneath the writable folders, the private /tmp and /dev/shm,
+//            /dev/null and the NVIDIA device files; reads and exec only of the system's folders
+//            (/usr, /etc, /opt, /dev, /proc, /sys...), the folders kiln keeps (keep_in_tmp,
+//            read_paths: its work folder, the build cache, the interpreter's prefix), the
+//            writable ones and the program; never /home, /root, the host's /tmp, /var or /run
 //   identity when kiln runs as root: an unprivileged user of its own (`kiln-runner`, else an
 //            unused uid), owner of the runner's folders and nothing else
 //   syscalls a seccomp filter (gpu/confine.cpp): no ptrace, mounts, modules, keyrings, BPF,
@@ -60,9 +62,9 @@ struct sandbox_policy {
   std::string private_tmp;
   /// Size limit of the runner's own /dev/shm, when it gets one.
   long shm_bytes = default_shm_bytes;
-  /// Folders the runner must still reach by their own names when its /tmp is private (kiln's
-  /// work folder, the build cache, the interpreter's prefix): those beneath the host's /tmp are
-  /// bind-mounted back into the runner's. Others are ignored.
+  /// Folders the runner must still reach by their own names (kiln's work folder, the build
+  /// cache, the interpreter's prefix): readable under Landlock wherever they are, and, when its
+  /// /tmp is private, those beneath the host's /tmp are bind-mounted back into the runner's.
   std::vector<std::string> keep_in_tmp;
   /// RLIMIT_AS of the runner when > 0 (never for CUDA runners: the driver reserves far more
   /// address space than it uses).

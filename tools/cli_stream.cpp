@@ -41,6 +41,7 @@ namespace {
 struct stream_entry {
   eval_job job;
   std::string candidate_path;
+  int line = 0; ///< in the manifest: which of several lines naming one file a verdict is for
 };
 
 /// Reads `task<TAB>candidate` lines (paths relative to the manifest's folder; `#` starts a
@@ -65,6 +66,7 @@ std::vector<stream_entry> read_manifest(const std::string& path) {
       return fs::path{p}.is_absolute() ? p : (base / p).lexically_normal().string();
     };
     stream_entry e;
+    e.line = no;
     try {
       e.job.task = find_tasks({resolve(task)}).front();
       e.candidate_path = resolve(candidate);
@@ -85,8 +87,8 @@ void print_verdict(const stream_entry& e, const verdict& v, bool json) {
   if (json) {
     auto body = verdict_json(v);
     std::cout << "{\"task\": " << json_quote(e.job.task.path)
-              << ", \"candidate\": " << json_quote(e.candidate_path) << ", " << body.substr(1)
-              << "\n"
+              << ", \"candidate\": " << json_quote(e.candidate_path) << ", \"line\": " << e.line
+              << ", " << body.substr(1) << "\n"
               << std::flush;
     return;
   }

@@ -21,6 +21,7 @@ def _main(argv, gate_fd=None):
 
     # What result.json is written with, taken before any task or candidate code can replace it.
     dump, replace, fsync, open_file = json.dump, os.replace, os.fsync, open
+    write_fd = os.write
 
     # The harness's own modules live next to this file; -I keeps that folder off sys.path.
     here = os.path.dirname(os.path.abspath(__file__))
@@ -327,9 +328,20 @@ def _main(argv, gate_fd=None):
 
             if candidate_mode:
                 guard.check()
+            stamp = None
+            if gate_fd is not None and job.get("gate") and not job.get("pike_mode"):
+                # The parent's clock beside the timing's own (docs/evaluation.md, "The outside
+                # clock"): one line after each per-call sample and around each steady batch,
+                # stamped by the parent as it arrives and compared with what result.json says.
+                def stamp(message):
+                    try:
+                        write_fd(gate_fd, message)
+                    except OSError:
+                        pass
+
             samples, wall_ms = time_calls(torch, model, inputs, device, job.get("timing", {}),
                                           bool(job.get("pike_mode")), timing_info, refresh,
-                                          next_block)
+                                          next_block, stamp)
             result["samples_ms"] = samples
             result["timing_wall_ms"] = wall_ms
             result["blocks"] = timing_info.pop("blocks", [])

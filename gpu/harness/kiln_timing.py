@@ -51,7 +51,7 @@ STEADY_REFRESH_MAX_MS = 50.0
 
 
 def time_calls(torch, model, inputs, device, timing, pike_mode, info=None, refresh=None,
-               next_block=None):
+               next_block=None, stamp=None):
     """Per-call times in ms, and the wall span of the whole loop in ms.
 
     kiln mode: warm-up calls, then one sample per call on rotating copies of `inputs` (which is
@@ -65,7 +65,10 @@ def time_calls(torch, model, inputs, device, timing, pike_mode, info=None, refre
     so no two calls see the same values. `next_block()`, when given, is asked after each block
     whether to time another: the parent alternates this runner's blocks with another's (the
     reference's and the candidate's, ABBA...), each block a `1 / timing["blocks"]` share of the
-    budget."""
+    budget. `stamp(bytes)`, when given, tells the parent as the loop goes: `p` when a block's
+    per-call sampling starts, `c` after each sample, `s` before and `e <calls>` after each
+    steady batch, `d` when the batch before was thrown away; the parent's clock then checks
+    the loop's own (gpu/outside_clock.hpp)."""
     import time
 
     if info is None:
@@ -76,7 +79,7 @@ def time_calls(torch, model, inputs, device, timing, pike_mode, info=None, refre
         if pike_mode:
             samples = _pike(torch, model, inputs, device, timing, info)
         else:
-            timer = _Timer(torch, model, inputs, device, timing, info, refresh)
+            timer = _Timer(torch, model, inputs, device, timing, info, refresh, stamp)
             blocks = max(1, int(timing.get("blocks", 1))) if next_block is not None else 1
             while True:
                 timer.block(1.0 / blocks)
@@ -92,6 +95,10 @@ def time_calls(torch, model, inputs, device, timing, pike_mode, info=None, refre
 # -- kiln mode -----------------------------------------------------------------------------------
 
 def _no_refresh(k):
+    pass
+
+
+def _no_stamp(message):
     pass
 
 
@@ -133,8 +140,9 @@ class _Timer:
     samples (one call from an idle device per sample), then steady-state batches (back-to-back
     calls between two events, the L2 flush inside the batch and its own time subtracted)."""
 
-    def __init__(self, torch, model, inputs, device, timing, info, refresh):
+    def __init__(self, torch, model, inputs, device, timing, info, refresh, stamp=None):
         self.torch = torch
+        self.stamp = stamp if stamp is not None else _no_stamp
         self.model = model
         self.device = device
         self.info = info
@@ -156,10 +164,13 @@ class _Timer:
         info["buffer_sets"] = len(self.sets)
         self.fresh, self.refresh_ms = _refresher(torch, refresh, self.sets, device, info)
         self.flush = None
+        self.l2_reset = _no_l2_reset
         if self.is_cuda:
             flush_bytes = 2 * self.l2_bytes
             info["flush_bytes"] = flush_bytes
             self.flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
+            if timing.get("reset_persisting_l2", True):
+                self.l2_reset = _persisting_l2_reset(info)
         self.samples = []
         self.blocks = []
         self.calls = 0  # every call so far, warm-up included: which set comes next
@@ -195,6 +206,7 @@ class _Timer:
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             t_sampling = time.perf_counter_ns()
+            self.stamp(b"p\n")
             while True:
                 # Zeroing twice the L2 evicts it, so every call starts cold, as in do_bench.
                 # The device-wide synchronize inside the events puts work on side streams and
@@ -204,6 +216,7 @@ class _Timer:
                 # 256 MB, ~70 us on an H200, hides most of a Triton launch), so the sample would
                 # depend on the flush's size.
                 self.fresh(self.calls)
+                self.l2_reset()
                 self.flush.zero_()
                 torch.cuda.synchronize()
                 start.record()
@@ -212,6 +225,7 @@ class _Timer:
                 end.record()
                 end.synchronize()
                 self.samples.append(float(start.elapsed_time(end)))
+                self.stamp(b"c\n")
                 if _enough(self.samples[first:], t_sampling, min_samples, max_samples, max_ns,
                            target_ci, time.perf_counter_ns, min_ns):
                     break
@@ -220,12 +234,14 @@ class _Timer:
                 self.fresh(self.calls)
                 self._call()
             t_sampling = time.perf_counter_ns()
+            self.stamp(b"p\n")
             while True:
                 self.fresh(self.calls)
                 t0 = time.perf_counter_ns()
                 self._call()
                 t1 = time.perf_counter_ns()
                 self.samples.append((t1 - t0) / 1e6)
+                self.stamp(b"c\n")
                 if _enough(self.samples[first:], t_sampling, min_samples, max_samples, max_ns,
                            target_ci, time.perf_counter_ns):
                     break
@@ -271,6 +287,8 @@ class _Timer:
                 end.synchronize()
                 flushes.append(float(start.elapsed_time(end)))
                 torch.cuda.synchronize()
+                self.l2_reset()
+                self.stamp(b"s\n")
                 start.record()
                 self.flush.zero_()
                 for _ in range(calls):
@@ -280,11 +298,14 @@ class _Timer:
                 end.record()
                 end.synchronize()
                 batches.append([float(start.elapsed_time(end)), calls])
+                self.stamp(b"e %d\n" % calls)
             else:
+                self.stamp(b"s\n")
                 t0 = time.perf_counter_ns()
                 for _ in range(calls):
                     self._call()
                 batches.append([(time.perf_counter_ns() - t0) / 1e6, calls])
+                self.stamp(b"e %d\n" % calls)
             if len(batches) == 1 and not sized:
                 sized = True
                 # The first batch says what a call costs back to back; size the rest by it.
@@ -295,6 +316,7 @@ class _Timer:
                     calls = better
                     batches = []
                     flushes = []
+                    self.stamp(b"d\n")
                     continue
             elapsed = time.perf_counter_ns() - t_start
             if len(batches) >= STEADY_MIN_BATCHES and elapsed >= min_ns / 2:
@@ -325,6 +347,43 @@ class _Timer:
         del self.sets
         self.flush = None
         return self.samples
+
+
+def _no_l2_reset():
+    pass
+
+
+def _persisting_l2_reset(info):
+    """What runs before every flush: the context's persisting-L2 limit back to 0 and every
+    persisting line made normal (cuCtxSetLimit, cuCtxResetPersistingL2Cache). A candidate that
+    set an access-policy window on its stream would otherwise keep its weights resident in the
+    set-aside L2 across the flush, which cannot evict persisting lines, and every call of it
+    would start warm while the reference's start cold. Through the driver, which every CUDA
+    process has loaded; where it cannot be reached, timing_info says so."""
+    try:
+        import ctypes
+
+        driver = ctypes.CDLL("libcuda.so.1")
+        set_limit = driver.cuCtxSetLimit
+        set_limit.argtypes = [ctypes.c_int, ctypes.c_size_t]
+        reset = driver.cuCtxResetPersistingL2Cache
+        reset.argtypes = []
+    except Exception as exc:
+        info["l2_reset"] = "unavailable: %s" % str(exc)[:200]
+        return _no_l2_reset
+    limit_persisting_l2 = 0x06  # CU_LIMIT_PERSISTING_L2_CACHE_SIZE
+    first = [set_limit(limit_persisting_l2, 0), reset()]
+    if any(first):
+        # CUDA_ERROR_NOT_SUPPORTED on a GPU without persisting L2 (before Ampere): nothing to do.
+        info["l2_reset"] = "not supported (CUresult %d, %d)" % tuple(first)
+        return _no_l2_reset
+    info["l2_reset"] = "before every flush"
+
+    def l2_reset():
+        set_limit(limit_persisting_l2, 0)
+        reset()
+
+    return l2_reset
 
 
 def _l2_bytes(torch, device):

@@ -62,3 +62,11 @@ TEST_CASE("the redacting logger masks before any sink sees the line", "[secrets]
   // Each sink keeps its own level: the error-only one wrote nothing for a warning.
   CHECK(text.find("<redacted>", text.find("<redacted>") + 1) == std::string::npos);
 }
+
+TEST_CASE("untrusted text keeps its lines and loses its terminal control sequences", "[secrets]") {
+  kiln::secrets::add("sk-clean-test-0123456789");
+  auto text = kiln::secrets::clean("line one\n\tindented \x1b[2J\x1b]0;title\x07\rfake\x7f "
+                                   "sk-clean-test-0123456789");
+  CHECK(text == "line one\n\tindented \\x1b[2J\\x1b]0;title\\x07\\x0dfake\\x7f <redacted>");
+  CHECK(kiln::secrets::clean("plain, unicode \xc3\xa9 kept") == "plain, unicode \xc3\xa9 kept");
+}

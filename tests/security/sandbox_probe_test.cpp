@@ -270,3 +270,40 @@ TEST_CASE("what a sandboxed runner leaves in /dev/shm is gone with it", "[securi
   auto next = run({"/bin/sh", "-c", "ls /dev/shm/ | grep -c kiln-probe-shm || true"}, dir, &policy);
   CHECK(next.out == "0\n");
 }
+
+TEST_CASE("a sandboxed runner reads the system and kiln's folders, not a user's world-readable "
+          "files",
+          "[security]") {
+  if (!full_sandbox()) {
+    WARN("no full sandbox here: " << kiln::probe_sandbox().description());
+    return;
+  }
+  // A home as users have them: a world-readable file in a folder anyone may enter, outside
+  // every folder kiln names. Only Landlock's read rules keep a runner (even one of the same
+  // user) out of it.
+  auto home = scratch("home");
+  fs::permissions(home, fs::perms::all & ~(fs::perms::group_write | fs::perms::others_write));
+  { std::ofstream{home + "/.bash_history"} << "export TOKEN=" << planted_key << "\n"; }
+  fs::permissions(home + "/.bash_history", fs::perms::owner_read | fs::perms::owner_write
+                                               | fs::perms::group_read | fs::perms::others_read);
+  auto kept = scratch("kept");
+  { std::ofstream{kept + "/task.py"} << "kept\n"; }
+  const std::string probe = "cat " + home
+                            + "/.bash_history >/dev/null 2>&1 && echo home read "
+                              "|| echo home denied; cat "
+                            + kept
+                            + "/task.py; "
+                              "head -c 4 /etc/os-release >/dev/null && echo etc read; "
+                              "ls /usr/bin >/dev/null && echo usr read; "
+                              "head -c 4 /proc/self/status >/dev/null && echo proc read";
+  auto dir = scratch("reads-allowed");
+  auto policy = confined(dir);
+  policy.keep_in_tmp = {kept};
+  auto in = run({"/bin/sh", "-c", probe}, dir, &policy);
+  auto control = run({"/bin/sh", "-c", probe}, dir, nullptr);
+  INFO(in.out << in.err << control.out);
+  REQUIRE(in.proc.exit_code == 0);
+  CHECK(in.out == "home denied\nkept\netc read\nusr read\nproc read\n");
+  // Unconfined, the same probe reads the home: it can find what it looks for.
+  CHECK(control.out.find("home read\n") != std::string::npos);
+}
