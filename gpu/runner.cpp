@@ -316,6 +316,10 @@ std::vector<std::string> runner_env(const std::string& python, const std::string
   std::vector<std::string> env = {
       "PATH=" + path,
       "HOME=" + home,
+      // getpass.getuser() reads these before it asks the password database, which has no
+      // entry for a runner's spare uid (torch.compile names its lock folder after the user).
+      "USER=kiln-runner",
+      "LOGNAME=kiln-runner",
       "TMPDIR=" + tmp,
       "LANG=C.UTF-8",
       "PYTHONDONTWRITEBYTECODE=1",

@@ -668,7 +668,7 @@ namespace {
 // writes; the folders it writes become its own. False with `why` when it cannot take it.
 bool take_identity(const sandbox_policy& policy, const std::string& program, sandbox_plan& plan,
                    std::string& why) {
-  const auto& id = identity_for(policy.user);
+  const runner_identity id = identity_for(policy.user);
   if (!id.available) {
     why = id.why_not;
     return false;

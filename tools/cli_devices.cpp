@@ -168,7 +168,7 @@ int devices(bool json) {
   }
   auto& nvml = nvml_library::system();
   std::printf("nvml: %s\n", nvml.available() ? "loaded" : nvml.problem().c_str());
-  const auto& id = identity_for("");
+  const runner_identity id = identity_for("");
   std::printf("sandbox: %s; user: %s\n", probe_sandbox().description().c_str(),
               id.available ? id.name.c_str()
                            : ("the invoking user's (" + id.why_not + ")").c_str());

@@ -223,7 +223,7 @@ int run(const run_args& args) {
     return 1;
   }
   {
-    const auto& id = identity_for(plan.cfg.evaluator.runner_user);
+    const runner_identity id = identity_for(plan.cfg.evaluator.runner_user);
     spdlog::info("sandbox ({}): {}; user: {}", plan.cfg.evaluator.sandbox,
                  probe_sandbox().description(),
                  id.available ? id.name : "the invoking user's (" + id.why_not + ")");

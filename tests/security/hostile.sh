@@ -23,15 +23,19 @@ token="ghp-sec-$mark-servicetoken"
 password="pw-sec-$mark-database"
 filekey="sk-sec-$mark-filekey"
 history="hist-sec-$mark-typedsecret"
-mkdir -p "$tmp/secret" "$tmp/home"
+mkdir -p "$tmp/secret"
+# The user's home lies outside the test's folder, which is beneath the checkout that the suite
+# lets runners read (KILN_TMP_KEEP): a home anywhere kiln names would prove nothing.
+home=$(mktemp -d /var/tmp/kiln-sec-home.XXXXXX) || fail "no folder in /var/tmp for the home"
+trap 'rm -rf "$home"' EXIT
 chmod 700 "$tmp/secret"
 printf '%s\n' "$filekey" >"$tmp/secret/provider.key"
 chmod 600 "$tmp/secret/provider.key"
 cp "$tmp/secret/provider.key" "$tmp/planted.txt"
 chmod 600 "$tmp/planted.txt"
 # A home as users have them: world-readable files beneath a folder anyone may enter.
-printf 'export SERVICE_TOKEN=%s\n' "$history" >"$tmp/home/.bash_history"
-chmod 755 "$tmp/home"; chmod 644 "$tmp/home/.bash_history"
+printf 'export SERVICE_TOKEN=%s\n' "$history" >"$home/.bash_history"
+chmod 755 "$home"; chmod 644 "$home/.bash_history"
 cat >"$tmp/kiln.toml" <<TOML
 # kiln's config: the provider key lives in $tmp/secret/provider.key
 [evaluator]
@@ -70,7 +74,7 @@ while True:
         conn.close()
 PY
 listener=$!
-trap 'kill $listener 2>/dev/null' EXIT
+trap 'kill $listener 2>/dev/null; rm -rf "$home"' EXIT
 n=0
 while [ ! -s "$tmp/listen.port" ]; do
   n=$((n + 1)); [ $n -lt 1000 ] || fail "listener did not start: $(cat "$tmp/listen.out")"
@@ -93,7 +97,7 @@ while IFS='|' read -r _ cand task honest _rest; do
   to="$tmp/cand/$i-$(basename "$cand")"
   sed -e "s|@MARK@|$mark|g" -e "s|@PORT@|$port|g" -e "s|@PLANTED@|$tmp/planted.txt|g" \
       -e "s|@KEYFILE@|$tmp/secret/provider.key|g" -e "s|@CONFIG@|$tmp/kiln.toml|g" \
-      -e "s|@HOME@|$tmp/home|g" "$from" >"$to"
+      -e "s|@HOME@|$home|g" "$from" >"$to"
   [ -f "$here/candidates/$honest" ] && good="$here/candidates/$honest" || good="$here/$honest"
   printf '%s\t%s\n%s\t%s\n' "$src/tests/tasks/cpu/$task.py" "$to" \
     "$src/tests/tasks/cpu/$task.py" "$good" >>"$tmp/stream.tsv"
@@ -101,7 +105,7 @@ done <"$tmp/rows.txt"
 
 # Secrets where kiln keeps them: its environment (a provider key, a token, a password, each
 # named as such variables are), the key file, the user's home.
-HOME="$tmp/home" KILN_SEC_API_KEY="$key" GITHUB_TOKEN="$token" DB_PASSWORD="$password" \
+HOME="$home" KILN_SEC_API_KEY="$key" GITHUB_TOKEN="$token" DB_PASSWORD="$password" \
   "$kiln" eval --stream "$tmp/stream.tsv" --config "$tmp/kiln.toml" --json \
   >"$tmp/out.jsonl" 2>"$tmp/err.txt" &
 kiln_pid=$!
@@ -129,13 +133,20 @@ for i, (cand, task, honest, allowed, reason, top) in enumerate(rows, 1):
             i, cand, "no verdict" if after is None else "%s (%s)" % (
                 after["status"], after.get("reason", "")[:300])))
     status, why = v["status"], v.get("reason", "")
-    print("%-52s %-13s %s" % (cand.split("/")[-1], status, why[:110].replace("\n", " ")))
+    print("%-52s %-13s %-6s %s" % (cand.split("/")[-1], status,
+                                   "%.2fx" % v["speedup"] if v.get("speedup") else "",
+                                   why[:100].replace("\n", " ")))
     if status not in allowed.split("|"):
         bad.append("row %d %s: %s (%s), allowed %s" % (i, cand, status, why[:300], allowed))
     if reason and reason not in why:
         bad.append("row %d %s: reason lacks %r: %s" % (i, cand, reason, why[:300]))
-    if status == "correct" and top and not (v["speedup"] or 0) <= float(top):
-        bad.append("row %d %s: speedup %s above its honest figure" % (i, cand, v["speedup"]))
+    # Every figure of a task divides by the same reference timing: one taken while the machine
+    # was busy lifts them all alike. A faked timing also stands out against the honest
+    # candidate timed right after it.
+    mine, theirs = v.get("speedup") or 0, (after or {}).get("speedup") or 0
+    if status == "correct" and top and mine > float(top) and mine > 1.5 * theirs:
+        bad.append("row %d %s: speedup %s above its honest figure %s (and %s for %s after it)" % (
+            i, cand, mine, top, theirs, honest))
     for field in ("reason", "stderr_tail", "stdout_tail"):
         text = v.get(field) or ""
         if any(ord(ch) < 32 and ch not in "\n\t" for ch in text):
@@ -149,7 +160,7 @@ PY
 # No planted secret anywhere kiln wrote or printed: stdout, stderr, the cache and any file
 # under the test's folder but the secrets' own.
 for s in "$key" "$token" "$password" "$filekey" "$history"; do
-  if grep -rl --exclude-dir=secret --exclude=planted.txt --exclude=.bash_history -e "$s" "$tmp" \
+  if grep -rl --exclude-dir=secret --exclude=planted.txt --exclude=.bash_history -e "$s" "$tmp" "$home" \
       >"$tmp/leak.txt" 2>/dev/null; then
     fail "secret $s in: $(cat "$tmp/leak.txt")"
   fi

@@ -2,6 +2,7 @@
 # (names computed) to the timing loop's list of batches and doubles the calls of every batch
 # recorded since its last visit, which halves the steady figure without touching a clock.
 # Expected: rejected by the outside clock: the runner said each batch's calls as it ran them.
+import torch
 import torch.nn as nn
 
 _seen = {}
@@ -23,17 +24,6 @@ def _double_calls():
 
 
 class ModelNew(nn.Module):
-    def __init__(self, in_features, hidden_sizes, out_features):
-        super().__init__()
-        layers = []
-        width = in_features
-        for h in hidden_sizes:
-            layers.append(nn.Linear(width, h))
-            layers.append(nn.ReLU())
-            width = h
-        layers.append(nn.Linear(width, out_features))
-        self.net = nn.Sequential(*layers)
-
     def forward(self, x):
         _double_calls()
-        return self.net(x)
+        return torch.softmax(x, dim=-1)

@@ -3,6 +3,7 @@
 # halves each per-call sample and steady batch recorded since its last visit. No function is
 # replaced, so nothing in the timing module's namespace changes. Expected: rejected by the outside
 # clock: the parent stamped every sample and batch as it was taken.
+import torch
 import torch.nn as nn
 
 _seen = {}
@@ -32,17 +33,6 @@ def _halve_records():
 
 
 class ModelNew(nn.Module):
-    def __init__(self, in_features, hidden_sizes, out_features):
-        super().__init__()
-        layers = []
-        width = in_features
-        for h in hidden_sizes:
-            layers.append(nn.Linear(width, h))
-            layers.append(nn.ReLU())
-            width = h
-        layers.append(nn.Linear(width, out_features))
-        self.net = nn.Sequential(*layers)
-
     def forward(self, x):
         _halve_records()
-        return self.net(x)
+        return torch.softmax(x, dim=-1)
