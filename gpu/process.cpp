@@ -212,6 +212,9 @@ struct child_plan {
   /// of it, with the program's environment, replaces kiln's memory before anything else runs.
   const char* launcher = nullptr;
   char* const* launcher_argv = nullptr;
+  /// The launcher opened before fork: the child's own /tmp (mounted before the exec) hides a
+  /// launcher that lies beneath the host's, as a kiln built in /tmp does.
+  int launcher_fd = -1;
 };
 
 /// Where the launcher finds what kiln's child passes on: fixed numbers, so that its arguments
@@ -219,6 +222,8 @@ struct child_plan {
 constexpr int launcher_report_fd = 3;
 constexpr int launcher_status_fd = 4;
 constexpr int launcher_landlock_fd = 5;
+/// The launcher's own file, executed through its descriptor (close-on-exec: gone once it runs).
+constexpr int launcher_exec_fd = 6;
 
 [[noreturn]] void child_fail(const child_plan& plan, int stage, int error) {
   child_report report{stage, error};
@@ -276,18 +281,24 @@ pid_t raw_clone(int flags) {
   int report = ::fcntl(plan.report_fd, F_DUPFD, 16);
   int status = plan.init ? ::fcntl(plan.status_fd, F_DUPFD, 16) : -1;
   int rules = landlock >= 0 ? ::fcntl(landlock, F_DUPFD, 16) : -1;
-  if (report < 0 || (plan.init && status < 0) || (landlock >= 0 && rules < 0))
+  int program = plan.launcher_fd >= 0 ? ::fcntl(plan.launcher_fd, F_DUPFD, 16) : -1;
+  if (report < 0 || (plan.init && status < 0) || (landlock >= 0 && rules < 0)
+      || (plan.launcher_fd >= 0 && program < 0))
     child_fail(plan, child_stage::stdio);
   if (::dup2(report, launcher_report_fd) < 0
       || (status >= 0 && ::dup2(status, launcher_status_fd) < 0)
-      || (rules >= 0 && ::dup2(rules, launcher_landlock_fd) < 0))
+      || (rules >= 0 && ::dup2(rules, launcher_landlock_fd) < 0)
+      || (program >= 0 && ::dup3(program, launcher_exec_fd, O_CLOEXEC) < 0))
     child_fail(plan, child_stage::stdio);
-  close_range_from(launcher_landlock_fd + 1, ~0U, plan.max_fd);
+  close_range_from(launcher_exec_fd + 1, ~0U, plan.max_fd);
   if (!plan.init)
     ::close(launcher_status_fd);
   if (landlock < 0)
     ::close(launcher_landlock_fd);
-  ::execve(plan.launcher, plan.launcher_argv, plan.envp);
+  if (program >= 0)
+    ::syscall(SYS_execveat, launcher_exec_fd, "", plan.launcher_argv, plan.envp, AT_EMPTY_PATH);
+  if (program < 0 || errno == ENOSYS) // kernels before 3.19: by its name
+    ::execve(plan.launcher, plan.launcher_argv, plan.envp);
   child_report failed{static_cast<int>(sandbox_stage::launcher), errno};
   ssize_t ignored = ::write(launcher_report_fd, &failed, sizeof failed);
   (void)ignored;
@@ -698,6 +709,7 @@ child_process start_process(const process_options& opts) {
   plan.status_fd = status_write.get();
   std::vector<std::string> launcher_args;
   std::vector<char*> launcher_argv;
+  unique_fd launcher_file;
   if (!sandbox.launcher.empty()) {
     launcher_args = {sandbox.launcher, "--report", std::to_string(launcher_report_fd)};
     auto add = [&launcher_args](const char* flag, auto value) {
@@ -731,6 +743,13 @@ child_process start_process(const process_options& opts) {
     launcher_argv.push_back(nullptr);
     plan.launcher = launcher_args.front().c_str();
     plan.launcher_argv = launcher_argv.data();
+    launcher_file = open_high(sandbox.launcher, O_PATH);
+    if (launcher_file.get() < 0) {
+      error = "cannot start '" + name + "': cannot open the sandbox launcher " + sandbox.launcher
+              + ": " + errno_text(errno);
+      return child;
+    }
+    plan.launcher_fd = launcher_file.get();
   }
 
   pid_t pid = -1;
