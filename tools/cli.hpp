@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "gpu/devices.hpp"
 #include "messages/run.hpp"
 
 namespace kiln::cli {
@@ -20,7 +21,7 @@ struct run_args {
 struct eval_args {
   std::string task;
   std::string candidate;
-  std::string device = "cpu";
+  std::string device; ///< empty: the config's first device, else cpu (eval_device)
   double timeout_s = 0;
   bool json = false;
   std::string config;
@@ -50,6 +51,10 @@ int run(const run_args& args);
 /// `kiln llm`: one prompt through one profile, the reply with its tokens and cost.
 int llm(const llm_args& args);
 int eval(const eval_args& args);
+/// The device `kiln eval` uses: `--device`; without it the first of the config's `[evaluator]
+/// devices` when the config names them (not `auto`), else the CPU: a config that names a GPU
+/// must not be timed on the CPU in silence.
+device_info eval_device(const eval_args& args, const evaluator_config& cfg);
 /// `kiln eval --stream`: every line of a manifest through dispatcher, compilers and evaluator.
 int eval_stream(const eval_args& args);
 /// One verdict as the JSON object `kiln eval --json` prints.

@@ -90,6 +90,14 @@ std::string timing_stats_json(const timing_stats& s) {
   return o.str();
 }
 
+device_info eval_device(const eval_args& args, const evaluator_config& cfg) {
+  if (!args.device.empty())
+    return select_devices({args.device}).front();
+  if (!args.config.empty() && cfg.devices != std::vector<std::string>{defaults::devices})
+    return select_devices(cfg.devices).front();
+  return select_devices({"cpu"}).front();
+}
+
 int eval(const eval_args& args) {
   if (!args.stream.empty())
     return eval_stream(args);
@@ -108,7 +116,7 @@ int eval(const eval_args& args) {
     job.code = read_text(args.candidate, "candidate");
     job.candidate_id = job.task.name + "#" + fs::path{args.candidate}.stem().string();
     job.timeout_s = args.timeout_s;
-    auto device = select_devices({args.device}).front();
+    auto device = eval_device(args, s.cfg);
     s.device = device.id;
     capability = device.capability;
     s.python = find_python(s.cfg.python);

@@ -109,7 +109,7 @@ int eval_stream(const eval_args& args) {
     if (!args.config.empty())
       ev = load_config(args.config).evaluator;
     entries = read_manifest(args.stream);
-    device = select_devices({args.device}).front();
+    device = eval_device(args, ev);
     python = find_python(ev.python);
     cache_dir = resolve_cache_dir(ev.cache_dir);
     prepare_cache_dir(cache_dir);

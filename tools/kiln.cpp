@@ -57,7 +57,9 @@ int main(int argc, char** argv) {
   stream_opt->excludes(task_opt)->excludes(cand_opt);
   task_opt->needs(cand_opt);
   cand_opt->needs(task_opt);
-  ev->add_option("--device", ea.device, "cpu or cuda:N")->capture_default_str();
+  ev->add_option(
+      "--device", ea.device,
+      "cpu or cuda:N (default: the first of the config's [evaluator] devices, else cpu)");
   ev->add_option("--timeout", ea.timeout_s, "seconds per runner process")->check(seconds_flag);
   ev->add_flag("--json", ea.json, "print the verdict as JSON");
   ev->add_option("--config", ea.config, "take [evaluator] settings from this config");

@@ -41,4 +41,18 @@ ls "$tmp/cache/ext" | grep -q . || fail "ext: nothing in the build cache"
 grep -q '"status": "compile_error"' "$tmp/ext_err.json" || fail "ext_err: $(cat "$tmp/ext_err.json")"
 grep -q '"device": "compiler"' "$tmp/ext_err.json" || fail "ext_err: not judged by the compile stage"
 grep -q 'kiln_undeclared_thing' "$tmp/ext_err.json" || fail "ext_err: no compiler line"
+# The config's devices are the default device, --device overrides them: a config that names a
+# GPU this host lacks is refused, never timed on the CPU instead.
+printf '[evaluator]\ndevices = ["cuda:3"]\n' >"$tmp/gpu.toml"
+for how in "--task $src/tests/tasks/cpu/1_MLP.py --candidate $src/tests/candidates/mlp_good.py" \
+           "--stream $tmp/gpu.tsv"; do
+  printf '%s\t%s\n' "$src/tests/tasks/cpu/1_MLP.py" "$src/tests/candidates/mlp_good.py" >"$tmp/gpu.tsv"
+  code=0; "$kiln" eval $how --config "$tmp/gpu.toml" --json >"$tmp/gpu.json" 2>"$tmp/gpu.err" || code=$?
+  [ $code -eq 2 ] || fail "config devices cuda:3 ($how): exit $code, $(cat "$tmp/gpu.json")"
+  grep -q "cuda:3 not found" "$tmp/gpu.err" || fail "config devices cuda:3: $(cat "$tmp/gpu.err")"
+done
+"$kiln" eval --task "$src/tests/tasks/cpu/1_MLP.py" --candidate "$src/tests/candidates/mlp_good.py" \
+  --config "$tmp/gpu.toml" --device cpu --json >"$tmp/cpu.json" 2>"$tmp/cpu.err" \
+  || fail "--device cpu over the config: exit $?: $(cat "$tmp/cpu.err")"
+grep -q '"device": "cpu"' "$tmp/cpu.json" || fail "--device cpu over the config: $(cat "$tmp/cpu.json")"
 echo "eval ok"
