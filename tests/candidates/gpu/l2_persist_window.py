@@ -1,4 +1,4 @@
-# The L2 access-policy exploit: before every call, the largest persisting-L2 limit the device
+# The L2 access-policy exploit: before every call (when it is not set already), the largest persisting-L2 limit the device
 # allows and an access-policy window over the weight on the current stream, hit ratio 1,
 # persisting. A flush cannot evict persisting lines, so without kiln's reset (cuCtxSetLimit to 0
 # and cuCtxResetPersistingL2Cache before each flush) every timed call would read the weight from
@@ -35,10 +35,22 @@ def _attribute(attr):
     return value.value
 
 
+_limits = {}
+
+
 def pin_in_l2(tensor):
-    """Persisting lines for `tensor` on the current stream; returns the bytes covered."""
-    limit = _attribute(_ATTR_MAX_PERSISTING_L2)
-    size = min(tensor.numel() * tensor.element_size(), _attribute(_ATTR_MAX_WINDOW), limit)
+    """Persisting lines for `tensor` on the current stream, set again whenever something took
+    the persisting limit away: one cheap driver query per call otherwise, so that the host time
+    the exploit costs stays below what it saves."""
+    if not _limits:
+        _limits["limit"] = _attribute(_ATTR_MAX_PERSISTING_L2)
+        _limits["window"] = _attribute(_ATTR_MAX_WINDOW)
+    limit = _limits["limit"]
+    current = ctypes.c_size_t()
+    _driver.cuCtxGetLimit(ctypes.byref(current), _LIMIT_PERSISTING_L2)
+    if current.value >= limit and _limits.get("pinned") == tensor.data_ptr():
+        return
+    size = min(tensor.numel() * tensor.element_size(), _limits["window"], limit)
     _driver.cuCtxSetLimit(_LIMIT_PERSISTING_L2, ctypes.c_size_t(limit))
     value = _Value()
     value.window.base_ptr = tensor.data_ptr()
@@ -48,7 +60,7 @@ def pin_in_l2(tensor):
     value.window.miss_prop = 1  # CU_ACCESS_PROPERTY_STREAMING
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
     _driver.cuStreamSetAttribute(stream, _STREAM_ATTR_WINDOW, ctypes.byref(value))
-    return size
+    _limits["pinned"] = tensor.data_ptr()
 
 
 class ModelNew(nn.Module):
