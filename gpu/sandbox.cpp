@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <stdexcept>
@@ -627,7 +628,8 @@ bool may(const struct stat& st, uid_t uid, gid_t gid, mode_t owner_bits) {
 
 const runner_identity& identity_for(const std::string& user) {
   static std::mutex lock;
-  static std::vector<std::pair<std::string, runner_identity>> known;
+  // A deque: the references handed out stay valid as later users are added.
+  static std::deque<std::pair<std::string, runner_identity>> known;
   std::lock_guard<std::mutex> guard{lock};
   for (const auto& [name, id] : known)
     if (name == user)

@@ -93,7 +93,7 @@ std::string timing_stats_json(const timing_stats& s) {
 device_info eval_device(const eval_args& args, const evaluator_config& cfg) {
   if (!args.device.empty())
     return select_devices({args.device}).front();
-  if (!args.config.empty() && cfg.devices != std::vector<std::string>{defaults::devices})
+  if (cfg.devices != std::vector<std::string>{defaults::devices}) // without a config: `auto`
     return select_devices(cfg.devices).front();
   return select_devices({"cpu"}).front();
 }
