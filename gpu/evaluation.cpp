@@ -752,12 +752,16 @@ std::string evaluation::outside_problem() {
                    engine_.settings_.device, own);
       v_.notes.push_back("timing: not checked against the parent's clock (the reference's own "
                          "figures disagreed with it: a starved host?)");
+      clock_doubt_ = "the reference's " + own;
       return {};
     }
   }
-  auto problem = outside_clock_problem(cand_.stamps, cand_.samples_ms, cand_.blocks,
-                                       ref_stamped ? &ref_.stamps : nullptr,
-                                       ref_stamped ? &ref_.samples_ms : nullptr);
+  auto check = check_outside_clock(cand_.stamps, cand_.samples_ms, cand_.blocks,
+                                   ref_stamped ? &ref_.stamps : nullptr,
+                                   ref_stamped ? &ref_.samples_ms : nullptr);
+  auto& problem = check.problem;
+  if (check.statistical)
+    clock_doubt_ = "the candidate's " + problem;
   spdlog::debug("evaluator {}: outside clock: {} samples, {} batches at {:.3f} of the parent's "
                 "span (reference {:.3f}); unreported per call {:.4f} ms (reference {:.4f} ms)",
                 engine_.settings_.device, cand_.stamps.call_ms.size(), cand_.stamps.batch_ms.size(),
@@ -765,6 +769,12 @@ std::string evaluation::outside_problem() {
                 ref_stamped ? batch_share(ref_.stamps, ref_.blocks) : -1.0,
                 unreported_ms(cand_.stamps, cand_.samples_ms),
                 ref_stamped ? unreported_ms(ref_.stamps, ref_.samples_ms) : -1.0);
+  spdlog::debug("evaluator {}: per-call loop as the runners saw it (ms, median): candidate "
+                "{:.4f} before, {:.4f} sampled, {:.4f} after, {} core(s); reference {:.4f}, "
+                "{:.4f}, {:.4f}, {} core(s)",
+                engine_.settings_.device, cand_.loop_prepare_ms, cand_.loop_sample_ms,
+                cand_.loop_after_ms, cand_.loop_cores, ref_.loop_prepare_ms, ref_.loop_sample_ms,
+                ref_.loop_after_ms, ref_.loop_cores);
   return problem;
 }
 

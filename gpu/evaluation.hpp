@@ -31,6 +31,9 @@ public:
   verdict run();
   /// The verdict as far as it got (for the message of an exception).
   verdict& partial() { return v_; }
+  /// Why the parent's clock doubted this timing by durations alone (a host hiccup can do that
+  /// too, see clock_check); empty when it agreed or disagreed beyond doubt.
+  const std::string& clock_doubt() const { return clock_doubt_; }
 
 private:
   // The stages, in order; each returns false once the verdict is final (in v_).
@@ -67,6 +70,7 @@ private:
   runner_context ctx_;
   device_hold hold_;
   bool pike_ = false;
+  std::string clock_doubt_;
   /// Reference and candidate time in alternating blocks in one window (the pool's gates).
   bool paired_ = false;
   double timeout_s_ = 0;

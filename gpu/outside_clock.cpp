@@ -98,35 +98,46 @@ std::string outside_clock_problem(const outside_clock& clock, const std::vector<
                                   const std::vector<timing_block>& blocks,
                                   const outside_clock* reference,
                                   const std::vector<double>* reference_samples_ms) {
+  return check_outside_clock(clock, samples_ms, blocks, reference, reference_samples_ms).problem;
+}
+
+clock_check check_outside_clock(const outside_clock& clock, const std::vector<double>& samples_ms,
+                                const std::vector<timing_block>& blocks,
+                                const outside_clock* reference,
+                                const std::vector<double>* reference_samples_ms) {
   const std::string lead = "timing disagrees with the parent's clock: ";
+  auto certain = [](std::string why) { return clock_check{std::move(why), false}; };
+  auto statistical = [](std::string why) { return clock_check{std::move(why), true}; };
   if (clock.malformed > 0)
-    return lead + "its timing loop's stamps came out of order";
+    return certain(lead + "its timing loop's stamps came out of order");
   // Counts first: every sample and every batch was stamped as it was taken, so one the parent
   // never saw was made up, and one left out was dropped.
   if (clock.call_ms.size() != samples_ms.size())
-    return lead + "result.json holds " + std::to_string(samples_ms.size())
-           + " per-call samples, the parent saw " + std::to_string(clock.call_ms.size()) + " taken";
+    return certain(lead + "result.json holds " + std::to_string(samples_ms.size())
+                   + " per-call samples, the parent saw " + std::to_string(clock.call_ms.size())
+                   + " taken");
   std::vector<std::pair<double, int32_t>> batches;
   for (const auto& b : blocks)
     batches.insert(batches.end(), b.batches.begin(), b.batches.end());
   if (clock.batch_ms.size() != batches.size())
-    return lead + "result.json holds " + std::to_string(batches.size())
-           + " steady batches, the parent saw " + std::to_string(clock.batch_ms.size()) + " timed";
+    return certain(lead + "result.json holds " + std::to_string(batches.size())
+                   + " steady batches, the parent saw " + std::to_string(clock.batch_ms.size())
+                   + " timed");
   double inside = 0;
   double outside = 0;
   for (size_t k = 0; k < batches.size(); ++k) {
     if (batches[k].second != clock.batch_ms[k].second)
-      return lead + "steady batch " + std::to_string(k + 1) + " claims "
-             + std::to_string(batches[k].second) + " calls, the runner said "
-             + std::to_string(clock.batch_ms[k].second) + " as it ran them";
+      return certain(lead + "steady batch " + std::to_string(k + 1) + " claims "
+                     + std::to_string(batches[k].second) + " calls, the runner said "
+                     + std::to_string(clock.batch_ms[k].second) + " as it ran them");
     inside += batches[k].first;
     outside += clock.batch_ms[k].first;
   }
   // Sums, not a median of ratios: a late wake-up of the parent moves one batch's end and the
   // next one's start alike, and their sum not at all.
   if (outside > 0 && inside < rules::outside_batch_share * outside)
-    return lead + "its steady batches add up to " + ms_text(inside) + ", the parent timed "
-           + ms_text(outside) + " between their stamps";
+    return statistical(lead + "its steady batches add up to " + ms_text(inside)
+                       + ", the parent timed " + ms_text(outside) + " between their stamps");
   if (reference != nullptr && reference_samples_ms != nullptr) {
     const double own = unreported_ms(clock, samples_ms);
     const double loop = unreported_ms(*reference, *reference_samples_ms);
@@ -136,9 +147,9 @@ std::string outside_clock_problem(const outside_clock& clock, const std::vector<
                              + rules::outside_unreported_slack_ms
                              + rules::outside_unreported_slack_share * loop;
       if (own - loop > allowed)
-        return lead + "per call the parent saw " + ms_text(own)
-               + " more than its samples hold (the reference's loop: " + ms_text(loop)
-               + "), against a median sample of " + ms_text(sample);
+        return statistical(lead + "per call the parent saw " + ms_text(own)
+                           + " more than its samples hold (the reference's loop: " + ms_text(loop)
+                           + "), against a median sample of " + ms_text(sample));
     }
   }
   return {};

@@ -48,6 +48,21 @@ double unreported_ms(const outside_clock& clock, const std::vector<double>& samp
 /// negative when the counts disagree or there are none.
 double batch_share(const outside_clock& clock, const std::vector<timing_block>& blocks);
 
+/// What the parent's clock says of a runner's timing: `problem` empty when it agrees.
+/// `statistical` when the disagreement is one of durations (the steady batches' share of the
+/// parent's span, the per-call time the samples leave out), which a host hiccup can cause too;
+/// false when it is one of counts or order, which only a rewritten record can.
+struct clock_check {
+  std::string problem;
+  bool statistical = false;
+};
+
+clock_check check_outside_clock(const outside_clock& clock, const std::vector<double>& samples_ms,
+                                const std::vector<timing_block>& blocks,
+                                const outside_clock* reference = nullptr,
+                                const std::vector<double>* reference_samples_ms = nullptr);
+
+/// check_outside_clock's problem alone.
 /// Why a runner's reported timing cannot be true by the parent's clock; empty when it agrees.
 /// `reference`, when given with its samples, is the trusted runner of the same loop (same
 /// task, inputs, refresh and flush): its unreported time per call is the loop's own overhead,

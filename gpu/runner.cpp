@@ -203,6 +203,10 @@ void parse_result(const std::string& path, runner_report& r) {
     r.pike_estimate_ms = get_number(info, "pike_estimate_ms");
     r.pike_n_warmup = static_cast<int64_t>(get_number(info, "pike_n_warmup"));
     r.pike_n_repeat = static_cast<int64_t>(get_number(info, "pike_n_repeat"));
+    r.loop_prepare_ms = get_number(info, "loop_prepare_ms");
+    r.loop_sample_ms = get_number(info, "loop_sample_ms");
+    r.loop_after_ms = get_number(info, "loop_after_ms");
+    r.loop_cores = static_cast<int32_t>(get_number(info, "cores"));
   }
   simdjson::dom::array builds;
   if (!doc["builds"].get(builds)) {

@@ -134,6 +134,13 @@ struct runner_report {
   double pike_estimate_ms = 0;
   int64_t pike_n_warmup = 0;
   int64_t pike_n_repeat = 0;
+  /// The runner's own medians of its per-call loop (GPU): before the start event, from it to
+  /// the end event's synchronize, and after; and how many cores it may run on. Reported by the
+  /// process the candidate shares: for logs beside the outside clock, never for a verdict.
+  double loop_prepare_ms = 0;
+  double loop_sample_ms = 0;
+  double loop_after_ms = 0;
+  int32_t loop_cores = 0;
   runner_facts facts;
   /// What the facts depend on (result.json `facts.stamps`, facts mode only): files and folders
   /// with their stats, taken before torch was imported (gpu/facts_cache.hpp).

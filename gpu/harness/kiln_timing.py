@@ -172,6 +172,7 @@ class _Timer:
             if timing.get("reset_persisting_l2", True):
                 self.l2_reset = _persisting_l2_reset(info)
         self.samples = []
+        self.loop = []
         self.blocks = []
         self.calls = 0  # every call so far, warm-up included: which set comes next
         self.batch_calls = 0
@@ -205,9 +206,11 @@ class _Timer:
             self.info["warmup_calls"] = self.info.get("warmup_calls", 0) + k
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
+            loop = self.loop
             t_sampling = time.perf_counter_ns()
             self.stamp(b"p\n")
             while True:
+                t_a = time.perf_counter_ns()
                 # Zeroing twice the L2 evicts it, so every call starts cold, as in do_bench.
                 # The device-wide synchronize inside the events puts work on side streams and
                 # the host's launch overhead into the sample, as PIKE's closure does. The
@@ -219,15 +222,21 @@ class _Timer:
                 self.l2_reset()
                 self.flush.zero_()
                 torch.cuda.synchronize()
+                t_b = time.perf_counter_ns()
                 start.record()
                 self._call()
                 torch.cuda.synchronize()
                 end.record()
                 end.synchronize()
+                t_c = time.perf_counter_ns()
                 self.samples.append(float(start.elapsed_time(end)))
                 self.stamp(b"c\n")
-                if _enough(self.samples[first:], t_sampling, min_samples, max_samples, max_ns,
-                           target_ci, time.perf_counter_ns, min_ns):
+                enough = _enough(self.samples[first:], t_sampling, min_samples, max_samples,
+                                 max_ns, target_ci, time.perf_counter_ns, min_ns)
+                # Where the loop's own time goes, as this process sees it (a diagnosis of the
+                # outside clock's figures, never trusted: the candidate shares the process).
+                loop.append((t_b - t_a, t_c - t_b, time.perf_counter_ns() - t_c))
+                if enough:
                     break
         else:
             for _ in range(self.warmup if not self.blocks else min(self.warmup, 1)):
@@ -343,7 +352,17 @@ class _Timer:
         return calls
 
     def finish(self):
+        import os
+
         self.info["blocks"] = self.blocks
+        if self.loop:
+            for k, name in enumerate(("loop_prepare_ms", "loop_sample_ms", "loop_after_ms")):
+                spans = sorted(entry[k] for entry in self.loop)
+                self.info[name] = spans[len(spans) // 2] / 1e6
+        try:
+            self.info["cores"] = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            pass
         del self.sets
         self.flush = None
         return self.samples

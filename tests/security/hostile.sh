@@ -113,7 +113,9 @@ wait $kiln_pid
 code=$?
 [ $code -eq 0 ] || fail "kiln eval --stream: exit $code: $(tail -5 "$tmp/err.txt")"
 
-python3 - "$tmp/rows.txt" "$tmp/out.jsonl" <<'PY' || fail "verdicts (above)"
+# The verdicts fail the test at the end: the checks after them still run and say what they see.
+verdicts_ok=1
+python3 - "$tmp/rows.txt" "$tmp/out.jsonl" <<'PY' || verdicts_ok=0
 import json, sys
 rows = [[c.strip().replace("\0", "|") for c in line.replace("\\|", "\0").split("|")[1:-1]]
         for line in open(sys.argv[1])]
@@ -167,7 +169,9 @@ for s in "$key" "$token" "$password" "$filekey" "$history"; do
 done
 [ ! -s "$tmp/listen.log" ] || fail "a candidate reached the host's listeners: $(cat "$tmp/listen.log")"
 # The flood stayed in the runner's files: kiln's own output is small.
-[ "$(wc -c <"$tmp/err.txt")" -lt 1048576 ] || fail "stderr of $(wc -c <"$tmp/err.txt") bytes"
+# (KILN_SECURITY_STDERR_MAX: a debug log is larger.)
+max_err=${KILN_SECURITY_STDERR_MAX:-1048576}
+[ "$(wc -c <"$tmp/err.txt")" -lt "$max_err" ] || fail "stderr of $(wc -c <"$tmp/err.txt") bytes"
 [ "$(wc -c <"$tmp/out.jsonl")" -lt 4194304 ] || fail "stdout of $(wc -c <"$tmp/out.jsonl") bytes"
 
 # Nothing left behind: the candidates' files on the host, their processes, kiln's scratch.
@@ -176,4 +180,5 @@ if pgrep -f "kiln-sec-$mark" >"$tmp/left.txt"; then
   fail "processes left behind: $(ps -o pid,args -p "$(paste -sd, "$tmp/left.txt")")"
 fi
 [ ! -e "/tmp/kiln-stream-$kiln_pid" ] || fail "kiln's scratch /tmp/kiln-stream-$kiln_pid is still there"
+[ $verdicts_ok -eq 1 ] || fail "verdicts (above)"
 echo "hostile ok: $(grep -c . "$tmp/rows.txt") hostile candidates, each followed by an honest one"

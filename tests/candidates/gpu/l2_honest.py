@@ -1,13 +1,13 @@
-# The honest twin of l2_persist_window.py: the same product, nothing else. Expected on a GPU:
+# The honest twin of l2_persist_window.py: the same reduction, nothing else. Expected on a GPU:
 # correct, about 1x.
+import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 
 class ModelNew(nn.Module):
-    def __init__(self, in_features, out_features):
+    def __init__(self, rows, cols):
         super().__init__()
-        self.proj = nn.Linear(in_features, out_features, bias=False)
+        self.table = nn.Parameter(torch.randn(rows, cols))
 
     def forward(self, x):
-        return F.linear(x, self.proj.weight)
+        return x + torch.sum(self.table, dim=1)

@@ -1,14 +1,13 @@
-# The L2 access-policy exploit: before every call (when it is not set already), the largest persisting-L2 limit the device
-# allows and an access-policy window over the weight on the current stream, hit ratio 1,
-# persisting. A flush cannot evict persisting lines, so without kiln's reset (cuCtxSetLimit to 0
-# and cuCtxResetPersistingL2Cache before each flush) every timed call would read the weight from
-# L2 while the reference reads it from memory. Expected on a GPU: correct, at its honest figure
-# (l2_honest.py's), never faster.
+# The L2 access-policy exploit: before a call (unless it is in place already), the largest
+# persisting-L2 limit the device allows and an access-policy window over the table on the
+# current stream, hit ratio 1, persisting. A flush cannot evict persisting lines, so without
+# kiln's reset (cuCtxSetLimit to 0 and cuCtxResetPersistingL2Cache before each flush) every
+# per-call sample would read the table from L2 while the reference reads it from memory.
+# Expected on a GPU: correct, at its honest figure (l2_honest.py's), never faster.
 import ctypes
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 _driver = ctypes.CDLL("libcuda.so.1")
 _LIMIT_PERSISTING_L2 = 0x06  # CU_LIMIT_PERSISTING_L2_CACHE_SIZE
@@ -50,12 +49,13 @@ def pin_in_l2(tensor):
     _driver.cuCtxGetLimit(ctypes.byref(current), _LIMIT_PERSISTING_L2)
     if current.value >= limit and _limits.get("pinned") == tensor.data_ptr():
         return
-    size = min(tensor.numel() * tensor.element_size(), _limits["window"], limit)
+    size = min(tensor.numel() * tensor.element_size(), _limits["window"])
     _driver.cuCtxSetLimit(_LIMIT_PERSISTING_L2, ctypes.c_size_t(limit))
     value = _Value()
     value.window.base_ptr = tensor.data_ptr()
     value.window.num_bytes = size
-    value.window.hit_ratio = 1.0
+    # A window larger than the set-aside would thrash it: persist the share that fits.
+    value.window.hit_ratio = min(1.0, limit / max(size, 1))
     value.window.hit_prop = 2  # CU_ACCESS_PROPERTY_PERSISTING
     value.window.miss_prop = 1  # CU_ACCESS_PROPERTY_STREAMING
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
@@ -64,10 +64,10 @@ def pin_in_l2(tensor):
 
 
 class ModelNew(nn.Module):
-    def __init__(self, in_features, out_features):
+    def __init__(self, rows, cols):
         super().__init__()
-        self.proj = nn.Linear(in_features, out_features, bias=False)
+        self.table = nn.Parameter(torch.randn(rows, cols))
 
     def forward(self, x):
-        pin_in_l2(self.proj.weight)
-        return F.linear(x, self.proj.weight)
+        pin_in_l2(self.table)
+        return x + torch.sum(self.table, dim=1)

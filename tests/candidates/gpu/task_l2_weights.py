@@ -1,26 +1,28 @@
-# Exercises: a matrix-vector product whose 24 MB weight fits the L2's persisting share (the L2 access-policy exploit).
+# Exercises: the L2 access-policy exploit. Each call reads a 24 MB table once (within the L2's
+# persisting share on Hopper) and little else: a memory-bound reduction, so a table that stays in
+# L2 across the flush makes a cold call measurably faster.
 import torch
 import torch.nn as nn
 
 batch_size = 8
-in_features = 4096
-out_features = 1536
+rows = 1536
+cols = 4096
 
 
 class Model(nn.Module):
-    """x @ W.T for a small batch: every call reads the whole weight once."""
+    """The table's row sums added to a small batch."""
 
-    def __init__(self, in_features, out_features):
+    def __init__(self, rows, cols):
         super().__init__()
-        self.proj = nn.Linear(in_features, out_features, bias=False)
+        self.table = nn.Parameter(torch.randn(rows, cols))
 
     def forward(self, x):
-        return self.proj(x)
+        return x + self.table.sum(dim=1)
 
 
 def get_inputs():
-    return [torch.randn(batch_size, in_features)]
+    return [torch.randn(batch_size, rows)]
 
 
 def get_init_inputs():
-    return [in_features, out_features]
+    return [rows, cols]
