@@ -420,7 +420,12 @@ std::string evaluation::at_candidate_gate(const gate_call& c) {
   } else if (c.message != "block" || turns_.empty()) {
     return "done";
   }
-  // The candidate is waiting for its next turn: the reference's turns before it come first.
+  // The candidate is waiting for its next turn: the reference's turns before it come first,
+  // with the candidate's whole process tree stopped (a child it left running could load the
+  // host exactly while the reference times, and lift its speedup).
+  std::optional<stopped_tree> held;
+  if (next_turn_ < turns_.size() && turns_[next_turn_] == 'R' && c.pid > 0)
+    held.emplace(c.pid);
   while (next_turn_ < turns_.size() && turns_[next_turn_] == 'R') {
     ++next_turn_;
     ref_channel_->send("block");

@@ -92,6 +92,9 @@ struct proc_entry {
   pid_t pid = 0;
   char state = 0;
   pid_t pgrp = 0;
+  pid_t ppid = 0;
+  /// Clock ticks after boot when it started: with the pid, who it is (pids are reused).
+  unsigned long long start = 0;
   /// utime + stime + cutime + cstime: what the process and the children it reaped used, so that
   /// a compiler or a PID namespace's program reaped inside the group still counts as the group's.
   unsigned long long ticks = 0;
@@ -108,13 +111,17 @@ bool parse_stat(const std::string& text, proc_entry& out) {
   int pgrp = 0;
   unsigned long long utime = 0, stime = 0;
   long long cutime = 0, cstime = 0;
+  unsigned long long start = 0;
   if (std::sscanf(text.c_str() + close + 1,
-                  " %c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &state, &ppid,
-                  &pgrp, &utime, &stime, &cutime, &cstime)
-      != 7)
+                  " %c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld %*d %*d %*d %*d "
+                  "%llu",
+                  &state, &ppid, &pgrp, &utime, &stime, &cutime, &cstime, &start)
+      != 8)
     return false;
   out.state = state;
   out.pgrp = pgrp;
+  out.ppid = ppid;
+  out.start = start;
   out.ticks = utime + stime + static_cast<unsigned long long>(std::max(0LL, cutime))
               + static_cast<unsigned long long>(std::max(0LL, cstime));
   return true;
@@ -1165,6 +1172,73 @@ bool quiet_window::expired() const {
   auto& h = host();
   std::lock_guard<std::mutex> lock{h.mu};
   return state_->expired;
+}
+
+stopped_tree::stopped_tree(pid_t leader) {
+  if (leader <= 0)
+    return;
+  std::set<pid_t> done;
+  // A process may fork between the scan and its stop: scan again until a pass finds nobody new
+  // (everyone found is stopped, so the tree cannot grow behind the last pass).
+  for (int pass = 0; pass < 8; ++pass) {
+    std::map<pid_t, std::vector<pid_t>> children;
+    std::map<pid_t, proc_entry> by_pid;
+    for_each_process([&](const proc_entry& p) {
+      if (p.state == 'Z' || p.state == 'X')
+        return;
+      by_pid[p.pid] = p;
+      children[p.ppid].push_back(p.pid);
+    });
+    std::set<pid_t> tree;
+    std::vector<pid_t> todo{leader};
+    while (!todo.empty()) {
+      pid_t p = todo.back();
+      todo.pop_back();
+      if (by_pid.count(p) == 0 || !tree.insert(p).second)
+        continue;
+      for (pid_t c : children[p])
+        todo.push_back(c);
+    }
+    for (const auto& [pid, p] : by_pid)
+      if (p.pgrp == leader)
+        tree.insert(pid);
+    bool found = false;
+    for (pid_t pid : tree) {
+      if (!done.insert(pid).second)
+        continue;
+      found = true;
+      stop(pid, by_pid[pid].start);
+    }
+    if (!found)
+      break;
+  }
+}
+
+void stopped_tree::stop(pid_t pid, unsigned long long start) {
+  // Through a pidfd, checked against the start time the scan saw: the pid cannot have been
+  // reused for somebody else's process between the check and the signal.
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) {
+    if (errno == ENOSYS && ::kill(pid, SIGSTOP) == 0)
+      pids_.push_back(pid);
+    return;
+  }
+  proc_entry now;
+  if (!parse_stat(read_small("/proc/" + std::to_string(pid) + "/stat"), now) || now.start != start
+      || ::syscall(SYS_pidfd_send_signal, fd, SIGSTOP, nullptr, 0) != 0) {
+    ::close(fd);
+    return;
+  }
+  fds_.push_back(fd);
+}
+
+stopped_tree::~stopped_tree() {
+  for (int fd : fds_) {
+    ::syscall(SYS_pidfd_send_signal, fd, SIGCONT, nullptr, 0);
+    ::close(fd);
+  }
+  for (pid_t pid : pids_)
+    ::kill(pid, SIGCONT);
 }
 
 } // namespace kiln

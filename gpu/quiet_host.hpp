@@ -111,6 +111,27 @@ struct foreign_load_info {
 /// runs on (pinned), or more than defaults::foreign_load_cores (not pinned). The note, or empty.
 std::string foreign_load_note(const foreign_load_info& info);
 
+/// While it lives, every process of `leader`'s tree is stopped (SIGSTOP): its process group
+/// and every descendant of the leader, those that left the group included (setsid, setpgid). A
+/// candidate's runner is held so while the reference times its turns: nothing the candidate
+/// started can load the host, or watch for the reference's turns to do so, then. Continued
+/// (SIGCONT) when it goes; each process is signalled through a pidfd checked against the start
+/// time the scan saw, so a reused pid is never touched.
+class stopped_tree {
+public:
+  explicit stopped_tree(pid_t leader);
+  ~stopped_tree();
+  stopped_tree(const stopped_tree&) = delete;
+  stopped_tree& operator=(const stopped_tree&) = delete;
+  /// How many processes it holds.
+  size_t size() const { return fds_.size() + pids_.size(); }
+
+private:
+  void stop(pid_t pid, unsigned long long start);
+  std::vector<int> fds_;
+  std::vector<pid_t> pids_; ///< without pidfds (kernels before 5.3)
+};
+
 /// The quiet host for one timing: open while a runner (or two, measured alternately) is timed.
 /// Construct it with the groups it times and their device (`cuda:N` or `cpu`); more groups may
 /// join later. Not copyable or movable; one thread at a time may use one window.
