@@ -1,6 +1,5 @@
-# The L2 access-policy exploit: before a call (unless it is in place already), the largest
-# persisting-L2 limit the device allows and an access-policy window over the table on the
-# current stream, hit ratio 1, persisting. A flush cannot evict persisting lines, so without
+# The L2 access-policy exploit: at its first call, the largest persisting-L2 limit the device
+# allows and an access-policy window over the table on the current stream, persisting. A flush cannot evict persisting lines, so without
 # kiln's reset (cuCtxSetLimit to 0 and cuCtxResetPersistingL2Cache before each flush) every
 # per-call sample would read the table from L2 while the reference reads it from memory.
 # Expected on a GPU: correct, at its honest figure (l2_honest.py's), never faster.
@@ -38,18 +37,13 @@ _limits = {}
 
 
 def pin_in_l2(tensor):
-    """Persisting lines for `tensor` on the current stream, set again whenever something took
-    the persisting limit away: one cheap driver query per call otherwise, so that the host time
-    the exploit costs stays below what it saves."""
-    if not _limits:
-        _limits["limit"] = _attribute(_ATTR_MAX_PERSISTING_L2)
-        _limits["window"] = _attribute(_ATTR_MAX_WINDOW)
-    limit = _limits["limit"]
-    current = ctypes.c_size_t()
-    _driver.cuCtxGetLimit(ctypes.byref(current), _LIMIT_PERSISTING_L2)
-    if current.value >= limit and _limits.get("pinned") == tensor.data_ptr():
+    """Persisting lines for `tensor` on the current stream, set up once (as the published
+    exploit does at start-up): no driver call afterwards, so that the exploit costs no host time
+    per call."""
+    if _limits.get("pinned") == tensor.data_ptr():
         return
-    size = min(tensor.numel() * tensor.element_size(), _limits["window"])
+    limit = _attribute(_ATTR_MAX_PERSISTING_L2)
+    size = min(tensor.numel() * tensor.element_size(), _attribute(_ATTR_MAX_WINDOW))
     _driver.cuCtxSetLimit(_LIMIT_PERSISTING_L2, ctypes.c_size_t(limit))
     value = _Value()
     value.window.base_ptr = tensor.data_ptr()
