@@ -94,6 +94,7 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
     std::vector<std::vector<int32_t>> sm(n + 1);
     std::vector<std::vector<int32_t>> mem(n + 1);
     std::vector<bool> failed(n + 1, false);
+    std::vector<int> doubts(n + 1, 0);
     configure_quiet_host(quiet_host_settings_from(cfg));
     for (int round = 0; round < rounds; ++round) {
       // This round's reference, whose loop overhead calibrates the outside clock's check of
@@ -181,9 +182,17 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
                          "checked against the parent's clock",
                          settings_.device, job.task.name, own, round + 1);
         } else if (problem.empty() && gated && clock_reliable) {
-          problem = outside_clock_problem(rep.stamps, rep.samples_ms, rep.blocks,
-                                          round_ref ? &round_ref->stamps : nullptr,
-                                          round_ref ? &round_ref->samples_ms : nullptr);
+          auto check = check_outside_clock(rep.stamps, rep.samples_ms, rep.blocks,
+                                           round_ref ? &round_ref->stamps : nullptr,
+                                           round_ref ? &round_ref->samples_ms : nullptr);
+          // A doubt of durations alone may be the host's, as in an evaluation: the round is
+          // left out for this candidate, and only a second doubt fails it.
+          if (check.statistical && ++doubts[e] < 2) {
+            spdlog::warn("evaluator {}: re-timing {}: {}'s round {} left out: {}", settings_.device,
+                         job.task.name, job.candidate_ids[e - 1], round + 1, check.problem);
+            continue;
+          }
+          problem = std::move(check.problem);
         }
         if (!problem.empty()) {
           if (e == 0) {
@@ -222,7 +231,7 @@ retime_result evaluation_engine::retime(const retime_job& job, uint64_t seed) {
     // PIKE reports do_bench's mean; kiln the median, as in evaluations.
     const double ref_t = pike ? r.reference.mean_ms : r.reference.median_ms;
     for (size_t i = 0; i < n; ++i) {
-      if (failed[i + 1])
+      if (failed[i + 1] || samples[i + 1].empty())
         continue;
       r.candidates[i] = stats_of(i + 1);
       const double t = pike ? r.candidates[i].mean_ms : r.candidates[i].median_ms;

@@ -119,6 +119,24 @@ TEST_CASE_METHOD(retime_fixture, "a candidate that times itself past its gate ge
   CHECK(r.speedups[1] > 0);
 }
 
+TEST_CASE_METHOD(retime_fixture, "a candidate that halves its records gets no figure, even with "
+                                 "one doubtful round forgiven") {
+  kiln::evaluation_engine engine{s};
+  kiln::retime_job job;
+  job.task = task_from(KILN_SOURCE_DIR "/tests/tasks/cpu/3_Softmax.py");
+  job.candidate_ids = {"3_Softmax#halves", "3_Softmax#honest"};
+  job.codes = {slurp(KILN_SOURCE_DIR "/tests/candidates/integrity/patch_samples_frames.py"),
+               slurp(KILN_SOURCE_DIR "/tests/security/candidates/honest.py")};
+  job.rounds = 2;
+  auto r = engine.retime(job, 5);
+  INFO(r.error);
+  REQUIRE(r.error.empty());
+  // The parent's clock doubts both of its rounds: the first is left out, the second fails it.
+  CHECK(r.speedups[0] == 0);
+  CHECK(r.candidates[0].n == 0);
+  CHECK(r.speedups[1] > 0);
+}
+
 TEST_CASE_METHOD(retime_fixture, "a reference that fails makes the whole re-timing fail") {
   kiln::evaluation_engine engine{s};
   kiln::retime_job job;
