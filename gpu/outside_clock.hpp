@@ -40,8 +40,8 @@ private:
   clock::time_point batch_start_{};
 };
 
-/// How much of a runner's time per call the parent saw but its samples do not hold (median over
-/// the calls of parent interval minus sample, ms); negative when it cannot tell.
+/// How much of a runner's time per call the parent saw but its samples do not hold (the lower
+/// quartile over the calls of parent interval minus sample, ms); negative when it cannot tell.
 double unreported_ms(const outside_clock& clock, const std::vector<double>& samples_ms);
 
 /// The steady batches' own total over the parent's span of them (honest: a little below 1);

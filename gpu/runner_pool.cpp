@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,6 +73,27 @@ void send_all(int fd, const std::string& text) {
   }
 }
 
+/// When the kernel queued the message that `m` received, on the outside clock: the runner's
+/// send, however late the daemon got to read it (a starved daemon reads a burst of stamps at
+/// once, which would make their calls look instant). The daemon's read time if no stamp came.
+outside_clock::clock::time_point queued_at(msghdr& m) {
+  timespec real{};
+  ::clock_gettime(CLOCK_REALTIME, &real);
+  const auto now = outside_clock::clock::now();
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS)
+      continue;
+    timespec sent{};
+    std::memcpy(&sent, CMSG_DATA(c), sizeof sent);
+    const auto ago = std::chrono::seconds{real.tv_sec - sent.tv_sec}
+                     + std::chrono::nanoseconds{real.tv_nsec - sent.tv_nsec};
+    // A realtime clock stepped back meanwhile: the read time is the better guess.
+    if (ago.count() >= 0)
+      return now - std::chrono::duration_cast<outside_clock::clock::duration>(ago);
+  }
+  return now;
+}
+
 } // namespace
 
 process_result runner_process::run(const std::string& job_path, double timeout_s,
@@ -90,12 +112,20 @@ process_result runner_process::run(const std::string& job_path, double timeout_s
   std::string buffer;
   auto on_readable = [&]() -> bool {
     char buf[256];
-    ssize_t got = ::recv(control_, buf, sizeof buf, MSG_DONTWAIT);
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
+    iovec iov{buf, sizeof buf};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    // One message a receive (a seqpacket socket): its stamp is that of the line(s) it holds.
+    ssize_t got = ::recvmsg(control_, &m, MSG_DONTWAIT);
     if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR))
       return false;
     if (got < 0)
       return true;
-    const auto arrived = outside_clock::clock::now();
+    const auto arrived = queued_at(m);
     buffer.append(buf, static_cast<size_t>(got));
     for (size_t nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
       std::string message = buffer.substr(0, nl);
@@ -146,12 +176,19 @@ std::unique_ptr<runner_process> runner_pool::spawn(bool warm, std::string& error
   fs::create_directories(r->dir_ + "/tmp", ec);
 
   // A socket, not a pipe: the runner answers "ready" on the same descriptor it reads its job
-  // from, and its end is the runner's stdin, so nothing else has to survive execve.
+  // from, and its end is the runner's stdin, so nothing else has to survive execve. Seqpacket,
+  // so that every write of the runner is a message the kernel stamps as it is sent
+  // (SO_TIMESTAMPNS; a stream socket stamps nothing): the outside clock's stamps.
   int pair[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
     error = "cannot create the runner's control socket: " + std::string{std::strerror(errno)};
     return nullptr;
   }
+  const int on = 1;
+  if (::setsockopt(pair[0], SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) != 0)
+    spdlog::warn("runner pool {}: no kernel stamps on the control socket ({}): the outside clock "
+                 "reads the daemon's own, which a starved daemon makes late",
+                 launch_.device, std::strerror(errno));
   r->control_ = pair[0];
   sandbox_policy policy = launch_.sandbox;
   policy.writable_dirs.push_back(r->dir_);

@@ -831,7 +831,7 @@ def _serve():
         pass
     line = b""
     while not line.endswith(b"\n"):
-        chunk = os.read(0, 4096)
+        chunk = os.read(0, 65536)  # one message of the daemon's seqpacket socket
         if not chunk:
             return 0  # the pool let this runner go
         line += chunk

@@ -98,3 +98,26 @@ TEST_CASE("durations that disagree are statistical", "[outside_clock]") {
     CHECK(kiln::check_outside_clock(cand.clock, samples, one_batch(9.5, 100)).problem.empty());
   }
 }
+
+TEST_CASE("a reference preempted between many of its calls does not hide a halved sample",
+          "[outside_clock]") {
+  // The reference's loop as a loaded host leaves it: 0.09 ms of its own per call, and 2 ms more
+  // in three calls of five (another process ran between them).
+  outside_clock ref;
+  auto now = outside_clock::clock::now();
+  REQUIRE(ref.take("p", now));
+  for (int k = 0; k < 20; ++k) {
+    now += std::chrono::duration_cast<outside_clock::clock::duration>(
+        ms{4.09 + (k % 5 < 3 ? 2.0 : 0.0)});
+    REQUIRE(ref.take("c", now));
+  }
+  const std::vector<double> ref_samples(20, 4.0);
+  CHECK(kiln::unreported_ms(ref, ref_samples) == Approx(0.09).margin(1e-6));
+  // A candidate whose calls take 4 ms and which reports 2 ms for each.
+  loop cand{20, 4.1, 100, 10.0};
+  const std::vector<double> halved(20, 2.0);
+  auto check =
+      kiln::check_outside_clock(cand.clock, halved, one_batch(9.5, 100), &ref, &ref_samples);
+  CHECK_THAT(check.problem, Catch::Contains("per call the parent saw 2.1 ms more"));
+  CHECK(check.statistical);
+}

@@ -24,7 +24,8 @@ inline void write_serving_wrapper(const std::string& path, const std::string& bo
     std::ofstream w{path};
     w << "#!/bin/sh\n"
       << prologue << "[ \"$4\" = --serve ] || exec " << python << " \"$@\"\n"
-      << "read -r job\n"
+      // One read: the job is one message of a seqpacket socket, and `read` takes a byte a read.
+      << "job=$(dd bs=65536 count=1 2>/dev/null)\n"
       << body << "exec " << python << " \"$1\" \"$2\" -c "
       << "'import os, runpy, sys; h = runpy.run_path(sys.argv[1]); "
          "sys.exit(h[\"_main\"](sys.argv[1:], os.dup(0)))' \"$3\" \"$job\"\n";

@@ -2,7 +2,8 @@
 # a traceback, names computed, so the static scan sees no frame walk) to the timing loop and
 # halves each per-call sample and steady batch recorded since its last visit. No function is
 # replaced, so nothing in the timing module's namespace changes. Expected: rejected by the outside
-# clock: the parent stamped every sample and batch as it was taken.
+# clock: the parent stamped every sample and batch as it was taken. Each list it has seen is held
+# (not only its id): a freed list's id comes back for a new one, which would then go unhalved.
 import torch
 import torch.nn as nn
 
@@ -19,16 +20,16 @@ def _halve_records():
         owner = local.get("self")
         samples = getattr(owner, "sam" + "ples", None) if owner is not None else None
         if isinstance(samples, list):
-            done = _seen.get(id(samples), 0)
+            done = _seen.get(id(samples), (samples, 0))[1]
             for k in range(done, len(samples)):
                 samples[k] *= 0.5
-            _seen[id(samples)] = len(samples)
+            _seen[id(samples)] = (samples, len(samples))
         batches = local.get("bat" + "ches")
         if isinstance(batches, list):
-            done = _seen.get(id(batches), 0)
+            done = _seen.get(id(batches), (batches, 0))[1]
             for entry in batches[done:]:
                 entry[0] *= 0.5
-            _seen[id(batches)] = len(batches)
+            _seen[id(batches)] = (batches, len(batches))
         frame = getattr(frame, "f_" + "back")
 
 
