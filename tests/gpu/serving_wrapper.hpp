@@ -22,9 +22,10 @@ inline void write_serving_wrapper(const std::string& path, const std::string& bo
   const auto python = kiln::find_python("");
   {
     std::ofstream w{path};
+    // The job in one read: it is one message of a seqpacket socket, and `read` reads a byte at a
+    // time (the rest of the message is then lost).
     w << "#!/bin/sh\n"
       << prologue << "[ \"$4\" = --serve ] || exec " << python << " \"$@\"\n"
-      // One read: the job is one message of a seqpacket socket, and `read` takes a byte a read.
       << "job=$(dd bs=65536 count=1 2>/dev/null)\n"
       << body << "exec " << python << " \"$1\" \"$2\" -c "
       << "'import os, runpy, sys; h = runpy.run_path(sys.argv[1]); "
